@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The one test command: formatting, lints, then the whole test suite.
+#
+#   scripts/test.sh                 everything
+#   scripts/test.sh resume          only tests whose name contains "resume"
+#
+# Extra arguments go to `cargo test --release`. Integration tests start their
+# own mariadbd (temporary data directory, free port); this script never uses or
+# touches a MariaDB service running on the machine. Set SLUICE_TEST_MYSQL_URL to
+# run the suite against an existing MySQL 8 or MariaDB instead.
+# RUST_TEST_THREADS (default 2) bounds how many tests, and so servers, run at once.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/common.sh
+source scripts/common.sh
+
+banner "checking MariaDB server binaries"
+ensure_mariadb
+echo "mariadbd: $MARIADBD ($("$MARIADBD" --version))"
+
+banner "checking Rust toolchain"
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "error: cargo not found; install a Rust toolchain (https://rustup.rs)" >&2
+    exit 1
+fi
+if ! cargo fmt --version >/dev/null 2>&1; then
+    echo "error: rustfmt is missing; install it with: rustup component add rustfmt" >&2
+    exit 1
+fi
+if ! cargo clippy --version >/dev/null 2>&1; then
+    echo "error: clippy is missing; install it with: rustup component add clippy" >&2
+    exit 1
+fi
+cargo --version
+cargo fmt --version
+cargo clippy --version
+
+banner "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+banner "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+
+# Release mode: the million-row tests take minutes in debug builds.
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-2}"
+banner "cargo test --release $* (RUST_TEST_THREADS=$RUST_TEST_THREADS)"
+cargo test --release "$@"
+
+banner "all checks passed"

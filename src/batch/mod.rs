@@ -1,0 +1,174 @@
+//! Per-table buffers of decoded rows: the table's columns, the CDC columns and
+//! the `_before` image, as Arrow builders. A buffer becomes one Parquet file
+//! when it is flushed; one buffer never mixes schema versions.
+
+pub mod column;
+
+use std::sync::Arc;
+
+use arrow::array::*;
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{DataType, Field, Int32Type, Int8Type, Schema, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+
+use crate::error::Result;
+use crate::schema::TableSchema;
+use column::ColumnBuilder;
+
+/// What happened to a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowOp {
+    Insert,
+    Update,
+    Delete,
+}
+
+impl RowOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowOp::Insert => "insert",
+            RowOp::Update => "update",
+            RowOp::Delete => "delete",
+        }
+    }
+}
+
+/// Where a row came from: the same for every row of one rows event.
+pub struct RowOrigin<'a> {
+    pub tx_seq: i64,
+    pub file: &'a str,
+    pub pos: u64,
+    pub gtid: Option<&'a str>,
+    /// Event header timestamp, seconds since the epoch.
+    pub timestamp: u32,
+}
+
+/// The Arrow schema of a table's Parquet files: its columns, then the CDC columns.
+pub fn arrow_schema(table: &TableSchema) -> SchemaRef {
+    let mut fields: Vec<Field> = table
+        .column_fields(true)
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let dict = |keys: DataType| DataType::Dictionary(Box::new(keys), Box::new(DataType::Utf8));
+    fields.extend([
+        Field::new("_op", dict(DataType::Int8), false),
+        Field::new("_seq", DataType::Int64, false),
+        Field::new("_tx_seq", DataType::Int64, false),
+        Field::new("_binlog_file", dict(DataType::Int32), false),
+        Field::new("_binlog_pos", DataType::Int64, false),
+        Field::new("_gtid", DataType::Utf8, true),
+        Field::new(
+            "_ts",
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            false,
+        ),
+        Field::new("_sql", dict(DataType::Int32), true),
+        Field::new("_before", DataType::Struct(table.column_fields(true)), true),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+pub struct TableBuffer {
+    pub table: Arc<TableSchema>,
+    schema: SchemaRef,
+    pub columns: Vec<ColumnBuilder>,
+    pub before: Vec<ColumnBuilder>,
+    before_valid: NullBufferBuilder,
+    op: StringDictionaryBuilder<Int8Type>,
+    seq: Int64Builder,
+    tx_seq: Int64Builder,
+    file: StringDictionaryBuilder<Int32Type>,
+    pos: Int64Builder,
+    gtid: StringBuilder,
+    ts: TimestampMillisecondBuilder,
+    sql: StringDictionaryBuilder<Int32Type>,
+    rows: usize,
+    approx_bytes: usize,
+}
+
+/// Fixed per-row cost of the CDC columns, for the memory estimate.
+const CDC_ROW_BYTES: usize = 64;
+
+impl TableBuffer {
+    pub fn new(table: Arc<TableSchema>) -> Self {
+        let builders = || {
+            table
+                .columns
+                .iter()
+                .map(|c| ColumnBuilder::new(&c.kind))
+                .collect()
+        };
+        TableBuffer {
+            schema: arrow_schema(&table),
+            columns: builders(),
+            before: builders(),
+            table,
+            before_valid: NullBufferBuilder::new(0),
+            op: StringDictionaryBuilder::new(),
+            seq: Int64Builder::new(),
+            tx_seq: Int64Builder::new(),
+            file: StringDictionaryBuilder::new(),
+            pos: Int64Builder::new(),
+            gtid: StringBuilder::new(),
+            ts: TimestampMillisecondBuilder::new().with_timezone("UTC"),
+            sql: StringDictionaryBuilder::new(),
+            rows: 0,
+            approx_bytes: 0,
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// An estimate of the memory the builders hold, kept cheaply per row.
+    pub fn approx_bytes(&self) -> usize {
+        self.approx_bytes
+    }
+
+    /// Appends the CDC columns of one row; the decoder has appended (or will
+    /// append) the table columns and, for updates, the before image.
+    pub fn finish_row(&mut self, op: RowOp, seq: i64, origin: &RowOrigin<'_>, value_bytes: usize) {
+        if op != RowOp::Update {
+            for b in &mut self.before {
+                b.append_null();
+            }
+        }
+        self.before_valid.append(op == RowOp::Update);
+        self.op.append_value(op.as_str());
+        self.seq.append_value(seq);
+        self.tx_seq.append_value(origin.tx_seq);
+        self.file.append_value(origin.file);
+        self.pos.append_value(origin.pos as i64);
+        self.gtid.append_option(origin.gtid);
+        self.ts.append_value(origin.timestamp as i64 * 1000);
+        self.sql.append_null();
+        self.rows += 1;
+        self.approx_bytes += value_bytes + CDC_ROW_BYTES + 8 * self.columns.len();
+    }
+
+    /// Drains the builders into one record batch; the buffer is empty afterwards.
+    pub fn finish(&mut self) -> Result<RecordBatch> {
+        let mut arrays: Vec<ArrayRef> = self.columns.iter_mut().map(|c| c.finish()).collect();
+        let before_children: Vec<ArrayRef> = self.before.iter_mut().map(|c| c.finish()).collect();
+        let before_nulls: Option<NullBuffer> = self.before_valid.finish();
+        let before = StructArray::try_new(
+            self.table.column_fields(true),
+            before_children,
+            before_nulls,
+        )?;
+        arrays.push(Arc::new(self.op.finish()));
+        arrays.push(Arc::new(self.seq.finish()));
+        arrays.push(Arc::new(self.tx_seq.finish()));
+        arrays.push(Arc::new(self.file.finish()));
+        arrays.push(Arc::new(self.pos.finish()));
+        arrays.push(Arc::new(self.gtid.finish()));
+        arrays.push(Arc::new(self.ts.finish()));
+        arrays.push(Arc::new(self.sql.finish()));
+        arrays.push(Arc::new(before));
+        self.rows = 0;
+        self.approx_bytes = 0;
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), arrays)?)
+    }
+}

@@ -1,0 +1,275 @@
+//! The commit protocol (DESIGN.md "Exactly-once"): a checkpoint is one
+//! manifest written put-if-absent at `_sluice/manifests/<seq>.json`. Writing
+//! it *is* the commit. On start the newest manifest gives the cursor and the
+//! counters, and data files no manifest lists are deleted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::source::Flavor;
+
+pub const MANIFEST_DIR: &str = "_sluice/manifests";
+pub const FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub seq: u64,
+    pub committed_at: String,
+    pub writer: Writer,
+    pub source: SourceIdentity,
+    pub cursor: Cursor,
+    pub files: Vec<DataFile>,
+    pub ddl: Vec<serde_json::Value>,
+    /// Cumulative committed rows per `db.table` since the lake began.
+    #[serde(default)]
+    pub totals: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Writer {
+    pub id: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SourceIdentity {
+    pub flavor: Flavor,
+    pub server_id: u32,
+    pub server_uuid: Option<String>,
+    pub version: String,
+}
+
+/// Where reading resumes, and the counters that keep `_seq`/`_tx_seq` monotonic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub file: String,
+    pub pos: u64,
+    pub gtid: Option<String>,
+    pub next_seq: i64,
+    pub next_tx_seq: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DataFile {
+    pub table: String,
+    pub path: String,
+    pub rows: u64,
+    pub bytes: u64,
+    pub schema_version: u32,
+}
+
+pub fn manifest_path(seq: u64) -> Path {
+    Path::from(format!("{MANIFEST_DIR}/{seq:020}.json"))
+}
+
+/// The checkpoint sequence a data file was written for, from its name
+/// `part-<seq>-<n>-<writer>.parquet`.
+pub fn file_checkpoint_seq(name: &str) -> Option<u64> {
+    name.strip_prefix("part-")?.split('-').next()?.parse().ok()
+}
+
+pub fn data_file_path(db: &str, table: &str, seq: u64, n: u32, writer: &str) -> Path {
+    // Path::from_iter percent-encodes characters an object key should not hold.
+    Path::from_iter([
+        db.to_string(),
+        table.to_string(),
+        format!("part-{seq:020}-{n:05}-{writer}.parquet"),
+    ])
+}
+
+/// The lake as the committer sees it.
+pub struct Lake {
+    pub store: Arc<dyn ObjectStore>,
+}
+
+impl Lake {
+    pub fn new(store: Arc<dyn ObjectStore>) -> Self {
+        Lake { store }
+    }
+
+    /// The newest committed manifest, if any.
+    pub async fn latest_manifest(&self) -> Result<Option<Manifest>> {
+        let prefix = Path::from(MANIFEST_DIR);
+        let metas: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
+        let newest = metas
+            .iter()
+            .filter_map(|m| {
+                let name = m.location.filename()?;
+                name.strip_suffix(".json")?.parse::<u64>().ok()
+            })
+            .max();
+        match newest {
+            Some(seq) => Ok(Some(self.read_manifest(seq).await?)),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn read_manifest(&self, seq: u64) -> Result<Manifest> {
+        let path = manifest_path(seq);
+        let bytes = self.store.get(&path).await?.bytes().await?;
+        let m: Manifest = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Lake(format!("manifest {path} is not readable: {e}")))?;
+        if m.format != FORMAT {
+            return Err(Error::Lake(format!(
+                "manifest {path} has format {}, this sluice reads format {FORMAT}; upgrade sluice",
+                m.format
+            )));
+        }
+        Ok(m)
+    }
+
+    /// Writes the manifest put-if-absent. If it exists, another writer owns the lake.
+    pub async fn commit(&self, manifest: &Manifest) -> Result<()> {
+        let body = serde_json::to_vec_pretty(manifest)
+            .map_err(|e| Error::Lake(format!("cannot encode manifest: {e}")))?;
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .store
+            .put_opts(&manifest_path(manifest.seq), PutPayload::from(body), opts)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                Err(Error::Fenced { seq: manifest.seq })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes data files of checkpoints that never committed: those written
+    /// for a sequence above `committed` and, of `committed` itself, those its
+    /// manifest does not list (a fenced writer's leftovers). Only the tail of
+    /// each table folder is listed, from `part-<committed>` on.
+    pub async fn remove_orphans(&self, committed: Option<&Manifest>) -> Result<Vec<Path>> {
+        let seq = committed.map(|m| m.seq).unwrap_or(0);
+        let listed: BTreeSet<&str> = committed
+            .map(|m| m.files.iter().map(|f| f.path.as_str()).collect())
+            .unwrap_or_default();
+        let mut removed = Vec::new();
+        let dbs = self.store.list_with_delimiter(None).await?;
+        for db in dbs.common_prefixes {
+            if db.as_ref() == "_sluice" {
+                continue;
+            }
+            let tables = self.store.list_with_delimiter(Some(&db)).await?;
+            for table in tables.common_prefixes {
+                let offset = table.clone().join(format!("part-{seq:020}"));
+                let tail: Vec<_> = self
+                    .store
+                    .list_with_offset(Some(&table), &offset)
+                    .try_collect()
+                    .await?;
+                for meta in tail {
+                    let Some(file_seq) = meta.location.filename().and_then(file_checkpoint_seq)
+                    else {
+                        continue;
+                    };
+                    if file_seq > seq
+                        || (file_seq == seq && !listed.contains(meta.location.as_ref()))
+                    {
+                        self.store.delete(&meta.location).await?;
+                        removed.push(meta.location);
+                    }
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_carry_the_checkpoint_seq() {
+        let p = data_file_path("shop", "orders", 42, 3, "abc123");
+        assert_eq!(
+            p.as_ref(),
+            "shop/orders/part-00000000000000000042-00003-abc123.parquet"
+        );
+        assert_eq!(file_checkpoint_seq(p.filename().unwrap()), Some(42));
+        assert_eq!(
+            manifest_path(7).as_ref(),
+            "_sluice/manifests/00000000000000000007.json"
+        );
+    }
+
+    #[tokio::test]
+    async fn second_commit_of_a_seq_is_fenced_and_orphans_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = Lake::new(crate::sink::open_store(dir.path()).unwrap());
+        let m = Manifest {
+            format: FORMAT,
+            seq: 1,
+            committed_at: "2026-01-01T00:00:00Z".into(),
+            writer: Writer {
+                id: "ab".into(),
+                version: "0".into(),
+            },
+            source: SourceIdentity {
+                flavor: Flavor::Mariadb,
+                server_id: 1,
+                server_uuid: None,
+                version: "x".into(),
+            },
+            cursor: Cursor {
+                file: "binlog.000001".into(),
+                pos: 4,
+                gtid: None,
+                next_seq: 1,
+                next_tx_seq: 1,
+            },
+            files: vec![DataFile {
+                table: "shop.t".into(),
+                path: "shop/t/part-00000000000000000001-00000-ab.parquet".into(),
+                rows: 1,
+                bytes: 1,
+                schema_version: 1,
+            }],
+            ddl: vec![],
+            totals: BTreeMap::new(),
+        };
+        for (seq, writer) in [(1, "ab"), (1, "cd"), (2, "ab"), (0, "ab")] {
+            crate::sink::put_file(
+                lake.store.as_ref(),
+                &data_file_path("shop", "t", seq, 0, writer),
+                vec![1],
+            )
+            .await
+            .unwrap();
+        }
+        lake.commit(&m).await.unwrap();
+        assert!(matches!(
+            lake.commit(&m).await,
+            Err(Error::Fenced { seq: 1 })
+        ));
+        let latest = lake.latest_manifest().await.unwrap().unwrap();
+        assert_eq!(latest.seq, 1);
+        let mut removed: Vec<String> = lake
+            .remove_orphans(Some(&latest))
+            .await
+            .unwrap()
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        removed.sort();
+        assert_eq!(
+            removed,
+            vec![
+                "shop/t/part-00000000000000000001-00000-cd.parquet",
+                "shop/t/part-00000000000000000002-00000-ab.parquet"
+            ]
+        );
+    }
+}

@@ -1,0 +1,437 @@
+//! The TOML configuration: parsing, defaults, and validation with errors that
+//! name the key. See `conf/local.toml` for the documented example.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use regex::Regex;
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// Environment variable holding the source password (preferred over the URL).
+pub const PASSWORD_ENV: &str = "SLUICE_SOURCE_PASSWORD";
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub source: SourceConfig,
+    pub filter: TableFilter,
+    pub sink: SinkConfig,
+    pub state_dir: PathBuf,
+    pub flush: FlushPolicy,
+    pub shutdown_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: Option<String>,
+    pub server_id: u32,
+    pub start: StartPosition,
+    pub connect_timeout: Duration,
+    pub heartbeat: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartPosition {
+    Earliest,
+    Latest,
+    At { file: String, pos: u64 },
+}
+
+#[derive(Debug, Clone)]
+pub struct SinkConfig {
+    /// Local directory of the lake root.
+    pub root: PathBuf,
+    /// The URL as written, for display.
+    pub url: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct FlushPolicy {
+    pub max_rows: usize,
+    pub max_buffer_bytes: usize,
+    pub interval: Duration,
+}
+
+/// Anchored include/exclude regexes on `db.table`.
+#[derive(Debug, Clone, Default)]
+pub struct TableFilter {
+    include: Vec<Regex>,
+    exclude: Vec<Regex>,
+}
+
+impl TableFilter {
+    pub fn new(include: &[String], exclude: &[String]) -> std::result::Result<Self, String> {
+        let compile = |list: &[String], key: &str| -> std::result::Result<Vec<Regex>, String> {
+            list.iter()
+                .map(|p| {
+                    Regex::new(&format!("^(?:{p})$"))
+                        .map_err(|e| format!("filter.{key}: bad regex `{p}`: {e}"))
+                })
+                .collect()
+        };
+        Ok(TableFilter {
+            include: compile(include, "include")?,
+            exclude: compile(exclude, "exclude")?,
+        })
+    }
+
+    pub fn captures(&self, db: &str, table: &str) -> bool {
+        let name = format!("{db}.{table}");
+        (self.include.is_empty() || self.include.iter().any(|r| r.is_match(&name)))
+            && !self.exclude.iter().any(|r| r.is_match(&name))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    shutdown_timeout: Option<String>,
+    source: RawSource,
+    #[serde(default)]
+    filter: RawFilter,
+    sink: RawSink,
+    #[serde(default)]
+    state: RawState,
+    #[serde(default)]
+    flush: RawFlush,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    url: String,
+    password_file: Option<PathBuf>,
+    server_id: u32,
+    start: Option<toml::Value>,
+    connect_timeout: Option<String>,
+    heartbeat: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFilter {
+    #[serde(default)]
+    include: Vec<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSink {
+    url: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawState {
+    dir: Option<PathBuf>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFlush {
+    max_rows: Option<usize>,
+    max_buffer_bytes: Option<String>,
+    interval: Option<String>,
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config> {
+        let err = |message: String| Error::Config {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        Self::parse(&text).map_err(err)
+    }
+
+    /// Parses the TOML text; the error is one line naming the key.
+    pub fn parse(text: &str) -> std::result::Result<Config, String> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| format!("line {}: ", text[..s.start].lines().count().max(1)))
+                .unwrap_or_default();
+            format!("{line}{}", e.message().replace('\n', " "))
+        })?;
+
+        let source = parse_source(raw.source)?;
+        let filter = TableFilter::new(&raw.filter.include, &raw.filter.exclude)?;
+        let sink = parse_sink(&raw.sink.url)?;
+        let flush = FlushPolicy {
+            max_rows: match raw.flush.max_rows {
+                Some(0) => return Err("flush.max_rows: must be at least 1".into()),
+                Some(n) => n,
+                None => 500_000,
+            },
+            max_buffer_bytes: match raw.flush.max_buffer_bytes {
+                Some(s) => parse_size(&s).map_err(|e| format!("flush.max_buffer_bytes: {e}"))?,
+                None => 256 << 20,
+            },
+            interval: opt_duration(raw.flush.interval, "flush.interval", 10)?,
+        };
+        if flush.max_buffer_bytes < 1 << 20 {
+            return Err("flush.max_buffer_bytes: must be at least 1MiB".into());
+        }
+        Ok(Config {
+            source,
+            filter,
+            sink,
+            state_dir: raw
+                .state
+                .dir
+                .unwrap_or_else(|| PathBuf::from("./sluice-state")),
+            flush,
+            shutdown_timeout: opt_duration(raw.shutdown_timeout, "shutdown_timeout", 30)?,
+        })
+    }
+}
+
+fn parse_source(raw: RawSource) -> std::result::Result<SourceConfig, String> {
+    let url = url::Url::parse(&raw.url).map_err(|e| format!("source.url: `{}`: {e}", raw.url))?;
+    if url.scheme() != "mysql" && url.scheme() != "mariadb" {
+        return Err(format!(
+            "source.url: scheme `{}` is not supported, use mysql://user@host:port",
+            url.scheme()
+        ));
+    }
+    let host = url
+        .host_str()
+        .ok_or_else(|| "source.url: no host, use mysql://user@host:port".to_string())?
+        .to_string();
+    if url.username().is_empty() {
+        return Err("source.url: no user, use mysql://user@host:port".into());
+    }
+    let decode = |s: &str| {
+        percent_decode(s)
+            .map_err(|_| "source.url: bad percent-encoding in the user or password".to_string())
+    };
+    let user = decode(url.username())?;
+    let mut password = url.password().map(decode).transpose()?;
+    if let Ok(p) = std::env::var(PASSWORD_ENV) {
+        password = Some(p);
+    } else if let Some(file) = &raw.password_file {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("source.password_file: cannot read {}: {e}", file.display()))?;
+        password = Some(text.lines().next().unwrap_or("").to_string());
+    }
+    if raw.server_id == 0 {
+        return Err(
+            "source.server_id: 0 is not a valid replica id, pick a unique non-zero id".into(),
+        );
+    }
+    Ok(SourceConfig {
+        host,
+        port: url.port().unwrap_or(3306),
+        user,
+        password,
+        server_id: raw.server_id,
+        start: parse_start(raw.start)?,
+        connect_timeout: opt_duration(raw.connect_timeout, "source.connect_timeout", 10)?,
+        heartbeat: opt_duration(raw.heartbeat, "source.heartbeat", 5)?,
+    })
+}
+
+fn parse_start(value: Option<toml::Value>) -> std::result::Result<StartPosition, String> {
+    const HINT: &str = r#"use "earliest", "latest" or { file = "binlog.000003", pos = 4 }"#;
+    match value {
+        None => Ok(StartPosition::Latest),
+        Some(toml::Value::String(s)) if s == "earliest" => Ok(StartPosition::Earliest),
+        Some(toml::Value::String(s)) if s == "latest" => Ok(StartPosition::Latest),
+        Some(toml::Value::Table(t)) => {
+            for key in t.keys() {
+                if key != "file" && key != "pos" {
+                    return Err(format!("source.start.{key}: unknown key, {HINT}"));
+                }
+            }
+            let file = t
+                .get("file")
+                .and_then(|v| v.as_str())
+                .ok_or_else(|| format!("source.start.file: missing or not a string, {HINT}"))?;
+            let pos = t
+                .get("pos")
+                .and_then(|v| v.as_integer())
+                .filter(|p| *p >= 4)
+                .ok_or_else(|| format!("source.start.pos: missing or below 4, {HINT}"))?;
+            Ok(StartPosition::At {
+                file: file.to_string(),
+                pos: pos as u64,
+            })
+        }
+        Some(other) => Err(format!(
+            "source.start: `{other}` is not a start position, {HINT}"
+        )),
+    }
+}
+
+fn parse_sink(url: &str) -> std::result::Result<SinkConfig, String> {
+    let root = if let Some(rest) = url.strip_prefix("file://") {
+        PathBuf::from(rest)
+    } else if url.contains("://") {
+        return Err(format!(
+            "sink.url: `{url}`: only local lakes (a path or file:///path) are supported in this release"
+        ));
+    } else {
+        PathBuf::from(url)
+    };
+    if root.as_os_str().is_empty() {
+        return Err("sink.url: empty path".into());
+    }
+    Ok(SinkConfig {
+        root,
+        url: url.to_string(),
+    })
+}
+
+fn opt_duration(
+    value: Option<String>,
+    key: &str,
+    default_secs: u64,
+) -> std::result::Result<Duration, String> {
+    match value {
+        Some(s) => parse_duration(&s).map_err(|e| format!("{key}: {e}")),
+        None => Ok(Duration::from_secs(default_secs)),
+    }
+}
+
+/// `"500ms"`, `"10s"`, `"5m"`, `"1h"`.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like \"10s\" or \"500ms\""))?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("`{s}`: unit must be ms, s, m or h")),
+    };
+    if secs <= 0.0 {
+        return Err(format!("`{s}` must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `"256MiB"`, `"32MiB"`, `"1GiB"`, `"100MB"`, `"4096"`.
+pub fn parse_size(s: &str) -> std::result::Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size like \"256MiB\""))?;
+    let mult: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" => 1000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        _ => {
+            return Err(format!(
+                "`{s}`: unit must be B, KiB, MiB, GiB, KB, MB or GB"
+            ))
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+fn percent_decode(s: &str) -> std::result::Result<String, ()> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3).ok_or(())?).map_err(|_| ())?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[source]
+url = "mysql://repl@127.0.0.1:3307"
+server_id = 7
+[sink]
+url = "/tmp/lake"
+"#;
+
+    #[test]
+    fn minimal_config_gets_documented_defaults() {
+        let c = Config::parse(MINIMAL).unwrap();
+        assert_eq!(c.source.port, 3307);
+        assert_eq!(c.source.user, "repl");
+        assert_eq!(c.source.start, StartPosition::Latest);
+        assert_eq!(c.flush.max_rows, 500_000);
+        assert_eq!(c.flush.max_buffer_bytes, 256 << 20);
+        assert_eq!(c.flush.interval, Duration::from_secs(10));
+        assert_eq!(c.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!(c.state_dir, PathBuf::from("./sluice-state"));
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let text = format!("{MINIMAL}[flush]\nmax_rowz = 5\n");
+        let err = Config::parse(&text).unwrap_err();
+        assert!(err.contains("max_rowz"), "{err}");
+        assert!(!err.contains('\n'));
+    }
+
+    #[test]
+    fn start_position_forms() {
+        let text = MINIMAL.replace(
+            "server_id = 7",
+            "server_id = 7\nstart = { file = \"binlog.000002\", pos = 1234 }",
+        );
+        let c = Config::parse(&text).unwrap();
+        assert_eq!(
+            c.source.start,
+            StartPosition::At {
+                file: "binlog.000002".into(),
+                pos: 1234
+            }
+        );
+        let bad = MINIMAL.replace("server_id = 7", "server_id = 7\nstart = \"yesterday\"");
+        assert!(Config::parse(&bad).unwrap_err().contains("source.start"));
+    }
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(parse_size("32MiB").unwrap(), 32 << 20);
+        assert_eq!(parse_size("1GB").unwrap(), 1_000_000_000);
+        assert!(parse_size("12 parsecs").is_err());
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn filter_is_anchored() {
+        let f = TableFilter::new(&[r"shop\..*".into()], &[r"shop\.tmp_.*".into()]).unwrap();
+        assert!(f.captures("shop", "orders"));
+        assert!(!f.captures("shop", "tmp_x"));
+        assert!(!f.captures("myshop", "orders"));
+        assert!(!f.captures("shopping", "x"));
+    }
+}

@@ -1,0 +1,120 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sluice::config::Config;
+use sluice::pipeline::{self, RunOptions};
+
+/// Reads a MySQL/MariaDB binlog as a replica and writes Parquet into a lake, exactly once.
+#[derive(Parser)]
+#[command(name = "sluice", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Stream the binlog into the lake.
+    Run {
+        #[arg(long)]
+        config: PathBuf,
+        /// Stop once everything up to the binlog head at start is committed.
+        #[arg(long)]
+        until_caught_up: bool,
+    },
+    /// Preflight checklist of the source; non-zero exit if a check fails.
+    Check {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Last manifest, cursor, committed rows per table, lag.
+    Status {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("sluice: error: {}", message.replace('\n', " "));
+    ExitCode::FAILURE
+}
+
+async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
+    match command {
+        Command::Run {
+            config,
+            until_caught_up,
+        } => {
+            let config = Config::load(&config)?;
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                let _ = tx.send(true);
+            });
+            let summary = pipeline::run(&config, RunOptions { until_caught_up }, rx).await?;
+            tracing::info!(
+                rows = summary.rows,
+                manifests = summary.manifests,
+                zero_dates_as_null = summary.zero_dates,
+                "done"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { config } => {
+            let config = Config::load(&config)?;
+            let (report, ok) = sluice::status::check(&config).await?;
+            print!("{report}");
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Status { config, json } => {
+            let config = Config::load(&config)?;
+            println!("{}", sluice::status::status(&config, json).await?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

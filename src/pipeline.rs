@@ -1,0 +1,594 @@
+//! `sluice run`: the thin top that wires source → decode → batch → sink →
+//! commit. One task reads events in stream order; every transaction
+//! boundary may become a checkpoint.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use mysql_common::binlog::events::{Event, QueryEvent, TableMapEvent};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::batch::{RowOrigin, TableBuffer};
+use crate::commit::{self, Cursor, DataFile, Lake, Manifest, SourceIdentity, Writer};
+use crate::config::{Config, StartPosition};
+use crate::decode::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
+use crate::decode::{self, classify_query, event_type as et, QueryKind};
+use crate::error::{Error, Result};
+use crate::schema::ddl::{ddl_effect, DdlEffect};
+use crate::schema::{bootstrap, TableSchema};
+use crate::sink;
+use crate::source::{self, BinlogPosition, ServerInfo};
+use object_store::ObjectStoreExt;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Stop once everything up to the binlog head as it was at start is committed.
+    pub until_caught_up: bool,
+}
+
+/// What a run did, for the log line at exit.
+#[derive(Debug, Default)]
+pub struct RunSummary {
+    pub rows: u64,
+    pub manifests: u64,
+    pub zero_dates: u64,
+}
+
+type TableKey = (String, String);
+
+struct Pipeline<'a> {
+    config: &'a Config,
+    lake: Lake,
+    server: ServerInfo,
+    writer_id: String,
+    schemas: HashMap<TableKey, Arc<TableSchema>>,
+    /// TABLE_MAP table id → decode plan; `None` for tables the filter excludes.
+    plans: HashMap<u64, Option<Arc<TablePlan>>>,
+    buffers: BTreeMap<String, TableBuffer>,
+    /// Files written for the next checkpoint, not yet committed.
+    pending: Vec<DataFile>,
+    committed: Option<Manifest>,
+    /// The cursor at the last transaction boundary.
+    cursor: Cursor,
+    next_seq: i64,
+    next_tx_seq: i64,
+    file_counter: u32,
+    /// The binlog file events currently come from.
+    file: String,
+    in_tx: bool,
+    tx_rows: u64,
+    tx_gtid: Option<String>,
+    /// MariaDB GTID state: domain → `domain-server-seq`.
+    gtid_state: BTreeMap<u64, String>,
+    last_checkpoint: Instant,
+    stats: DecodeStats,
+    summary: RunSummary,
+}
+
+pub async fn run(
+    config: &Config,
+    opts: RunOptions,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<RunSummary> {
+    let lake = Lake::new(sink::open_store(&config.sink.root)?);
+    let committed = lake.latest_manifest().await?;
+
+    let mut conn = source::connect(&config.source).await?;
+    let (server, checks) = source::preflight(&mut conn).await?;
+    source::require(&checks)?;
+
+    let start = match &committed {
+        Some(m) => {
+            let at = BinlogPosition {
+                file: m.cursor.file.clone(),
+                pos: m.cursor.pos,
+            };
+            info!(manifest = m.seq, cursor = %at, "resuming from the newest manifest (source.start is ignored)");
+            source::resolve_start(
+                &mut conn,
+                &StartPosition::At {
+                    file: at.file,
+                    pos: at.pos,
+                },
+            )
+            .await?
+        }
+        None => {
+            let at = source::resolve_start(&mut conn, &config.source.start).await?;
+            info!(start = %at, "empty lake: starting at the configured position");
+            at
+        }
+    };
+    let head = source::head(&mut conn).await?;
+    let schemas = bootstrap::read_tables(&mut conn, &config.filter).await?;
+    info!(
+        tables = schemas.len(),
+        "schema bootstrap from information_schema"
+    );
+    drop(conn);
+
+    let removed = lake.remove_orphans(committed.as_ref()).await?;
+    if !removed.is_empty() {
+        info!(
+            files = removed.len(),
+            "removed data files of uncommitted checkpoints"
+        );
+    }
+
+    let cursor = match &committed {
+        Some(m) => m.cursor.clone(),
+        None => Cursor {
+            file: start.file.clone(),
+            pos: start.pos,
+            gtid: None,
+            next_seq: 1,
+            next_tx_seq: 1,
+        },
+    };
+    let mut p = Pipeline {
+        config,
+        lake,
+        server,
+        writer_id: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
+        schemas: schemas.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+        plans: HashMap::new(),
+        buffers: BTreeMap::new(),
+        pending: Vec::new(),
+        gtid_state: parse_gtid_state(cursor.gtid.as_deref()),
+        next_seq: cursor.next_seq,
+        next_tx_seq: cursor.next_tx_seq,
+        cursor,
+        committed,
+        file_counter: 0,
+        file: start.file.clone(),
+        in_tx: false,
+        tx_rows: 0,
+        tx_gtid: None,
+        last_checkpoint: Instant::now(),
+        stats: DecodeStats::default(),
+        summary: RunSummary::default(),
+    };
+
+    if opts.until_caught_up && start >= head {
+        info!(head = %head, "nothing to do: already at the binlog head");
+        return Ok(p.summary);
+    }
+    p.stream(start, opts.until_caught_up.then_some(head), &mut shutdown)
+        .await?;
+    p.summary.zero_dates = p.stats.zero_dates;
+    Ok(p.summary)
+}
+
+impl Pipeline<'_> {
+    async fn stream(
+        &mut self,
+        start: BinlogPosition,
+        stop_at: Option<BinlogPosition>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<()> {
+        let mut stream = source::open_stream(&self.config.source, &self.server, &start).await?;
+        let mut tick =
+            tokio::time::interval(self.config.flush.interval.min(Duration::from_secs(1)));
+        let mut stopping: Option<Instant> = None;
+        let mut saw_fde = false;
+        loop {
+            let event = tokio::select! {
+                ev = stream.next() => match ev {
+                    Some(Ok(ev)) => ev,
+                    Some(Err(e)) => return Err(source::stream_error(e, &self.position())),
+                    None => return Err(Error::Connection(format!("the server closed the binlog stream at {}", self.position()))),
+                },
+                _ = tick.tick() => {
+                    if let Some(since) = stopping {
+                        if since.elapsed() > self.config.shutdown_timeout {
+                            return Err(Error::Connection(format!(
+                                "shutdown_timeout elapsed inside a transaction at {}; its rows are not committed and will be read again at the next start",
+                                self.position()
+                            )));
+                        }
+                    }
+                    if !self.in_tx && self.checkpoint_due() {
+                        self.checkpoint().await?;
+                    }
+                    continue;
+                }
+                changed = shutdown.changed(), if stopping.is_none() => {
+                    if changed.is_ok() {
+                        info!("shutdown requested: finishing the transaction in hand");
+                        stopping = Some(Instant::now());
+                        if !self.in_tx {
+                            self.checkpoint().await?;
+                            return Ok(());
+                        }
+                    }
+                    continue;
+                }
+            };
+            let boundary = self.handle(&event, &mut saw_fde).await?;
+            if boundary {
+                if stopping.is_some() {
+                    self.checkpoint().await?;
+                    info!(cursor = %self.position(), "checkpointed, exiting");
+                    return Ok(());
+                }
+                if self.checkpoint_due() || !self.pending.is_empty() {
+                    self.checkpoint().await?;
+                }
+            }
+            if let Some(head) = &stop_at {
+                if !self.in_tx && self.position() >= *head {
+                    self.checkpoint().await?;
+                    info!(head = %head, "caught up with the binlog head at start");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn position(&self) -> BinlogPosition {
+        BinlogPosition {
+            file: self.cursor.file.clone(),
+            pos: self.cursor.pos,
+        }
+    }
+
+    fn checkpoint_due(&self) -> bool {
+        self.last_checkpoint.elapsed() >= self.config.flush.interval && self.dirty()
+    }
+
+    fn dirty(&self) -> bool {
+        !self.pending.is_empty()
+            || self.buffers.values().any(|b| b.rows() > 0)
+            || self.committed.as_ref().map(|m| &m.cursor) != Some(&self.cursor)
+    }
+
+    /// Handles one event; returns true at a transaction boundary.
+    async fn handle(&mut self, event: &Event, saw_fde: &mut bool) -> Result<bool> {
+        let header = event.header();
+        let ty = header.event_type_raw();
+        let end = header.log_pos() as u64;
+        let start = end.saturating_sub(header.event_size() as u64);
+        let body = event.data();
+        let at = |msg: String| Error::decode(&self.file, start, msg);
+        match ty {
+            et::ROTATE => {
+                let mut name = body.get(8..).unwrap_or_default();
+                if !*saw_fde && self.server.checksum && name.len() > 4 {
+                    // The first fake rotate precedes the format description, so
+                    // its checksum has not been stripped (notes: MariaDB facts).
+                    name = &name[..name.len() - 4];
+                }
+                let pos = decode::values::le_uint(body.get(..8).unwrap_or_default());
+                self.file = String::from_utf8_lossy(name).into_owned();
+                if !self.in_tx {
+                    self.cursor.file = self.file.clone();
+                    self.cursor.pos = pos;
+                }
+                debug!(file = %self.file, pos, "rotate");
+                Ok(false)
+            }
+            et::FORMAT_DESCRIPTION => {
+                *saw_fde = true;
+                Ok(false)
+            }
+            et::MARIADB_GTID => {
+                let (gtid, _standalone) = decode::mariadb_gtid(body, header.server_id())
+                    .ok_or_else(|| at("GTID event too short".into()))?;
+                self.in_tx = true;
+                self.tx_gtid = Some(gtid);
+                Ok(false)
+            }
+            et::MYSQL_GTID => {
+                self.in_tx = true;
+                self.tx_gtid = decode::mysql_gtid(body);
+                Ok(false)
+            }
+            et::QUERY => {
+                let q: QueryEvent<'_> = event.read_event().map_err(|e| at(format!("bad Query event: {e}")))?;
+                let statement = q.query();
+                match classify_query(&statement) {
+                    QueryKind::Begin => {
+                        self.in_tx = true;
+                        Ok(false)
+                    }
+                    QueryKind::Commit | QueryKind::Rollback => {
+                        self.boundary(end);
+                        Ok(true)
+                    }
+                    QueryKind::Other => {
+                        self.check_ddl(&q.schema(), &statement, start)?;
+                        self.boundary(end);
+                        Ok(true)
+                    }
+                }
+            }
+            et::XID => {
+                self.boundary(end);
+                Ok(true)
+            }
+            et::TABLE_MAP => {
+                let tme: TableMapEvent<'_> = event.read_event().map_err(|e| at(format!("bad TABLE_MAP: {e}")))?;
+                let key = (tme.database_name().into_owned(), tme.table_name().into_owned());
+                let plan = if self.config.filter.captures(&key.0, &key.1) {
+                    let schema = self.schemas.get(&key).ok_or_else(|| Error::Schema {
+                        table: format!("{}.{}", key.0, key.1),
+                        message: format!(
+                            "rows at {}:{start} but the table was not in the schema bootstrap (created after sluice started?); this release needs every captured table to exist at start",
+                            self.file
+                        ),
+                    })?;
+                    let plan = TablePlan::new(Arc::clone(schema), &tme).map_err(|message| Error::Schema {
+                        table: schema.qualified_name(),
+                        message: format!("at {}:{start}: {message}", self.file),
+                    })?;
+                    Some(Arc::new(plan))
+                } else {
+                    None
+                };
+                self.plans.insert(tme.table_id(), plan);
+                Ok(false)
+            }
+            et::WRITE_ROWS_V1 | et::UPDATE_ROWS_V1 | et::DELETE_ROWS_V1 | et::WRITE_ROWS_V2 | et::UPDATE_ROWS_V2
+            | et::DELETE_ROWS_V2 => {
+                self.rows_event(ty, body, start, header.timestamp())?;
+                self.apply_memory_limits().await?;
+                Ok(false)
+            }
+            et::PARTIAL_UPDATE_ROWS => Err(at(
+                "PARTIAL_UPDATE_ROWS events (binlog_row_value_options=PARTIAL_JSON) are not supported yet; set binlog_row_value_options='' on the source".into(),
+            )),
+            t if (et::MARIADB_COMPRESSED_FIRST..=et::MARIADB_COMPRESSED_LAST).contains(&t) => Err(at(
+                "compressed binlog events (log_bin_compress=ON) are not supported; set log_bin_compress=OFF on the source".into(),
+            )),
+            _ => Ok(false),
+        }
+    }
+
+    fn rows_event(&mut self, ty: u8, body: &[u8], start: u64, timestamp: u32) -> Result<()> {
+        let table_id = decode::values::le_uint(body.get(..6).unwrap_or_default());
+        let plan = match self.plans.get(&table_id) {
+            Some(Some(plan)) => Arc::clone(plan),
+            Some(None) => return Ok(()),
+            None => {
+                return Err(Error::decode(
+                    &self.file,
+                    start,
+                    format!("rows event for table id {table_id} without a TABLE_MAP"),
+                ))
+            }
+        };
+        let (kind, post_header) = match ty {
+            et::WRITE_ROWS_V1 => (RowsKind::Write, 8),
+            et::UPDATE_ROWS_V1 => (RowsKind::Update, 8),
+            et::DELETE_ROWS_V1 => (RowsKind::Delete, 8),
+            et::WRITE_ROWS_V2 => (RowsKind::Write, 10),
+            et::UPDATE_ROWS_V2 => (RowsKind::Update, 10),
+            _ => (RowsKind::Delete, 10),
+        };
+        let name = plan.schema.qualified_name();
+        let buffer = self
+            .buffers
+            .entry(name.clone())
+            .or_insert_with(|| TableBuffer::new(Arc::clone(&plan.schema)));
+        let origin = RowOrigin {
+            tx_seq: self.next_tx_seq,
+            file: &self.file,
+            pos: start,
+            gtid: self.tx_gtid.as_deref(),
+            timestamp,
+        };
+        let rows = decode_rows(
+            &plan,
+            kind,
+            body,
+            post_header,
+            buffer,
+            &origin,
+            &mut self.next_seq,
+            &mut self.stats,
+        )
+        .map_err(|e| Error::decode(&self.file, start, format!("{name}: {e}")))?;
+        self.tx_rows += rows as u64;
+        Ok(())
+    }
+
+    /// `max_rows` per table and `max_buffer_bytes` overall, honoured even
+    /// inside a transaction: files written here are pending until the next
+    /// checkpoint commits them.
+    async fn apply_memory_limits(&mut self) -> Result<()> {
+        let full: Vec<String> = self
+            .buffers
+            .iter()
+            .filter(|(_, b)| b.rows() >= self.config.flush.max_rows)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for name in full {
+            self.flush_table(&name).await?;
+        }
+        let limit = self.config.flush.max_buffer_bytes;
+        while self
+            .buffers
+            .values()
+            .map(|b| b.approx_bytes())
+            .sum::<usize>()
+            > limit
+        {
+            let largest = self
+                .buffers
+                .iter()
+                .max_by_key(|(_, b)| b.approx_bytes())
+                .map(|(k, _)| k.clone());
+            match largest {
+                Some(name) => self.flush_table(&name).await?,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn check_ddl(&self, default_db: &str, statement: &str, start: u64) -> Result<()> {
+        let captured = |(db, table): &(String, String)| self.config.filter.captures(db, table);
+        let hit = match ddl_effect(statement, default_db) {
+            DdlEffect::Tables(tables) => tables.into_iter().find(|t| captured(t)),
+            DdlEffect::DropDatabase(db) => self.schemas.keys().find(|(d, _)| *d == db).cloned(),
+            DdlEffect::None => None,
+        };
+        match hit {
+            Some((db, table)) => Err(Error::UnsupportedDdl {
+                table: format!("{db}.{table}"),
+                file: self.file.clone(),
+                pos: start,
+                statement: statement.split_whitespace().collect::<Vec<_>>().join(" "),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The end of a transaction (XID, COMMIT, or a DDL statement).
+    fn boundary(&mut self, end: u64) {
+        self.in_tx = false;
+        if self.tx_rows > 0 {
+            self.next_tx_seq += 1;
+            self.summary.rows += self.tx_rows;
+        }
+        self.tx_rows = 0;
+        if let Some(gtid) = self.tx_gtid.take() {
+            if let Some(domain) = gtid.split('-').next().and_then(|d| d.parse().ok()) {
+                if self.server.flavor == source::Flavor::Mariadb {
+                    self.gtid_state.insert(domain, gtid);
+                }
+            }
+        }
+        self.cursor = Cursor {
+            file: self.file.clone(),
+            pos: end,
+            gtid: if self.gtid_state.is_empty() {
+                None
+            } else {
+                Some(
+                    self.gtid_state
+                        .values()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )
+            },
+            next_seq: self.next_seq,
+            next_tx_seq: self.next_tx_seq,
+        };
+    }
+
+    fn next_manifest_seq(&self) -> u64 {
+        self.committed.as_ref().map(|m| m.seq).unwrap_or(0) + 1
+    }
+
+    /// Writes one table's buffer as a pending Parquet file.
+    async fn flush_table(&mut self, name: &str) -> Result<()> {
+        let Some(buffer) = self.buffers.get_mut(name) else {
+            return Ok(());
+        };
+        if buffer.rows() == 0 {
+            return Ok(());
+        }
+        let table = Arc::clone(&buffer.table);
+        let batch = buffer.finish()?;
+        let rows = batch.num_rows() as u64;
+        let bytes = tokio::task::spawn_blocking(move || sink::encode_parquet(&batch))
+            .await
+            .map_err(|e| Error::Lake(format!("parquet encoder task failed: {e}")))??;
+        let path = commit::data_file_path(
+            &table.database,
+            &table.name,
+            self.next_manifest_seq(),
+            self.file_counter,
+            &self.writer_id,
+        );
+        self.file_counter += 1;
+        let size = sink::put_file(self.lake.store.as_ref(), &path, bytes).await?;
+        debug!(%path, rows, size, "wrote pending file");
+        self.pending.push(DataFile {
+            table: table.qualified_name(),
+            path: path.to_string(),
+            rows,
+            bytes: size,
+            schema_version: table.version,
+        });
+        Ok(())
+    }
+
+    /// Flushes every buffer and commits a manifest at the current cursor.
+    /// Only called at a transaction boundary.
+    async fn checkpoint(&mut self) -> Result<()> {
+        let names: Vec<String> = self.buffers.keys().cloned().collect();
+        for name in names {
+            self.flush_table(&name).await?;
+        }
+        if !self.dirty() {
+            return Ok(());
+        }
+        let mut totals = self
+            .committed
+            .as_ref()
+            .map(|m| m.totals.clone())
+            .unwrap_or_default();
+        for f in &self.pending {
+            *totals.entry(f.table.clone()).or_default() += f.rows;
+        }
+        let manifest = Manifest {
+            format: commit::FORMAT,
+            seq: self.next_manifest_seq(),
+            committed_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            writer: Writer {
+                id: self.writer_id.clone(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            },
+            source: SourceIdentity {
+                flavor: self.server.flavor,
+                server_id: self.server.server_id,
+                server_uuid: self.server.server_uuid.clone(),
+                version: self.server.version.clone(),
+            },
+            cursor: self.cursor.clone(),
+            files: std::mem::take(&mut self.pending),
+            ddl: Vec::new(),
+            totals,
+        };
+        if let Err(e) = self.lake.commit(&manifest).await {
+            if matches!(e, Error::Fenced { .. }) {
+                // Our files can never be committed: leave no orphans behind.
+                for f in &manifest.files {
+                    if let Err(del) = self
+                        .lake
+                        .store
+                        .delete(&object_store::path::Path::from(f.path.as_str()))
+                        .await
+                    {
+                        warn!(path = %f.path, error = %del, "could not delete an uncommitted file");
+                    }
+                }
+            }
+            return Err(e);
+        }
+        info!(seq = manifest.seq, files = manifest.files.len(), cursor = %self.position(), "committed");
+        self.summary.manifests += 1;
+        self.committed = Some(manifest);
+        self.file_counter = 0;
+        self.last_checkpoint = Instant::now();
+        Ok(())
+    }
+}
+
+fn parse_gtid_state(state: Option<&str>) -> BTreeMap<u64, String> {
+    state
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|g| {
+            let g = g.trim();
+            let domain = g.split('-').next()?.parse().ok()?;
+            Some((domain, g.to_string()))
+        })
+        .collect()
+}

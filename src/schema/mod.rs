@@ -1,0 +1,176 @@
+//! Table shapes: what each captured table's columns are, and how each column
+//! maps to an Arrow type. In this release the shapes come from a bootstrap of
+//! `information_schema` at start; DDL on a captured table stops the pipeline
+//! (see [`crate::error::Error::UnsupportedDdl`]).
+
+pub mod bootstrap;
+pub mod ddl;
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
+
+/// The character set a text column's bytes are in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charset {
+    /// utf8mb3 / utf8mb4 / ascii: valid UTF-8 as is.
+    Utf8,
+    /// Any other charset, decoded through `encoding_rs` (latin1 is Windows-1252).
+    Legacy(&'static encoding_rs::Encoding),
+}
+
+impl Charset {
+    /// Maps a MySQL charset name; `None` for charsets we cannot decode.
+    pub fn from_mysql(name: &str) -> Option<Charset> {
+        let label = match name {
+            "utf8" | "utf8mb3" | "utf8mb4" | "ascii" => return Some(Charset::Utf8),
+            "latin1" => "windows-1252",
+            "latin2" => "iso-8859-2",
+            "latin5" => "iso-8859-9",
+            "latin7" => "iso-8859-13",
+            "cp1250" => "windows-1250",
+            "cp1251" => "windows-1251",
+            "cp1256" => "windows-1256",
+            "cp1257" => "windows-1257",
+            "cp866" => "ibm866",
+            "koi8r" => "koi8-r",
+            "koi8u" => "koi8-u",
+            "greek" => "iso-8859-7",
+            "hebrew" => "iso-8859-8",
+            "gbk" | "gb2312" => "gbk",
+            "gb18030" => "gb18030",
+            "big5" => "big5",
+            "sjis" | "cp932" => "shift_jis",
+            "ujis" | "eucjpms" => "euc-jp",
+            "euckr" => "euc-kr",
+            _ => return None,
+        };
+        encoding_rs::Encoding::for_label(label.as_bytes()).map(Charset::Legacy)
+    }
+}
+
+/// What a column holds, as far as decoding and the Arrow type are concerned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnKind {
+    /// TINYINT (1), SMALLINT (2), MEDIUMINT (3), INT (4), BIGINT (8).
+    Int {
+        bytes: u8,
+        unsigned: bool,
+    },
+    Float,
+    Double,
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
+    Date,
+    DateTime {
+        fsp: u8,
+    },
+    Timestamp {
+        fsp: u8,
+    },
+    Time {
+        fsp: u8,
+    },
+    Year,
+    Bit {
+        bits: u16,
+    },
+    Enum {
+        labels: Arc<[String]>,
+    },
+    Set {
+        labels: Arc<[String]>,
+    },
+    Text {
+        charset: Charset,
+    },
+    /// BINARY(n) is padded to `pad_to` bytes (the binlog strips trailing zeros).
+    Binary {
+        pad_to: Option<usize>,
+    },
+    /// MySQL's binary JSON (MariaDB's JSON is LONGTEXT and arrives as Text).
+    Json,
+    Geometry,
+}
+
+impl ColumnKind {
+    pub fn arrow_type(&self) -> DataType {
+        match self {
+            ColumnKind::Int { bytes, unsigned } => match (bytes, unsigned) {
+                (1, false) => DataType::Int8,
+                (2, false) => DataType::Int16,
+                (3 | 4, false) => DataType::Int32,
+                (_, false) => DataType::Int64,
+                (1, true) => DataType::UInt8,
+                (2, true) => DataType::UInt16,
+                (3 | 4, true) => DataType::UInt32,
+                (_, true) => DataType::UInt64,
+            },
+            ColumnKind::Float => DataType::Float32,
+            ColumnKind::Double => DataType::Float64,
+            ColumnKind::Decimal { precision, scale } if *precision <= 38 => {
+                DataType::Decimal128(*precision, *scale as i8)
+            }
+            ColumnKind::Decimal { precision, scale } => {
+                DataType::Decimal256(*precision, *scale as i8)
+            }
+            ColumnKind::Date => DataType::Date32,
+            ColumnKind::DateTime { .. } => DataType::Timestamp(TimeUnit::Microsecond, None),
+            ColumnKind::Timestamp { .. } => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+            }
+            ColumnKind::Time { .. } => DataType::Duration(TimeUnit::Microsecond),
+            ColumnKind::Year => DataType::Int16,
+            ColumnKind::Bit { .. } => DataType::UInt64,
+            ColumnKind::Enum { .. } | ColumnKind::Text { .. } | ColumnKind::Json => DataType::Utf8,
+            ColumnKind::Set { .. } => {
+                DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
+            }
+            ColumnKind::Binary { .. } | ColumnKind::Geometry => DataType::Binary,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDef {
+    pub name: String,
+    /// The MySQL column type as `information_schema.COLUMNS.COLUMN_TYPE` shows it.
+    pub mysql_type: String,
+    pub kind: ColumnKind,
+    pub nullable: bool,
+    pub primary_key: bool,
+}
+
+/// One captured table's shape at one point of the stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSchema {
+    pub database: String,
+    pub name: String,
+    pub version: u32,
+    pub columns: Vec<ColumnDef>,
+}
+
+impl TableSchema {
+    pub fn qualified_name(&self) -> String {
+        format!("{}.{}", self.database, self.name)
+    }
+
+    /// The table's columns as Arrow fields (used both top-level and inside `_before`).
+    pub fn column_fields(&self, force_nullable: bool) -> Fields {
+        self.columns
+            .iter()
+            .map(|c| Field::new(&c.name, c.kind.arrow_type(), force_nullable || c.nullable))
+            .collect()
+    }
+
+    /// A one-line description for error messages: `id int, name varchar(10)`.
+    pub fn describe(&self) -> String {
+        self.columns
+            .iter()
+            .map(|c| format!("{} {}", c.name, c.mysql_type))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}

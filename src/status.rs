@@ -1,0 +1,169 @@
+//! `sluice status` and `sluice check`: what the lake has committed, how far
+//! behind the server it is, and whether the source is fit to stream from.
+
+use serde_json::json;
+
+use crate::commit::Lake;
+use crate::config::Config;
+use crate::error::Result;
+use crate::sink;
+use crate::source::{self, BinlogPosition};
+
+/// Bytes of binlog between `from` and `to`, from the server's file list.
+fn lag_bytes(logs: &[(String, u64)], from: &BinlogPosition, to: &BinlogPosition) -> Option<u64> {
+    if from >= to {
+        return Some(0);
+    }
+    if from.file == to.file {
+        return Some(to.pos - from.pos);
+    }
+    let mut total = 0u64;
+    let mut counting = false;
+    for (file, size) in logs {
+        if *file == from.file {
+            counting = true;
+            total += size.saturating_sub(from.pos);
+        } else if *file == to.file {
+            return counting.then_some(total + to.pos);
+        } else if counting {
+            total += size;
+        }
+    }
+    None
+}
+
+pub async fn status(config: &Config, as_json: bool) -> Result<String> {
+    let lake = Lake::new(sink::open_store(&config.sink.root)?);
+    let manifest = lake.latest_manifest().await?;
+    // The server may be down: status still reports the lake.
+    let server = match source::connect(&config.source).await {
+        Ok(mut conn) => {
+            let head = source::head(&mut conn).await;
+            let logs = source::binary_logs(&mut conn).await;
+            match (head, logs) {
+                (Ok(h), Ok(l)) => Ok((h, l)),
+                (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+            }
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    let cursor = manifest.as_ref().map(|m| BinlogPosition {
+        file: m.cursor.file.clone(),
+        pos: m.cursor.pos,
+    });
+    let lag = match (&cursor, &server) {
+        (Some(c), Ok((head, logs))) => lag_bytes(logs, c, head),
+        _ => None,
+    };
+    if as_json {
+        let v = json!({
+            "lake": config.sink.url,
+            "manifest_seq": manifest.as_ref().map(|m| m.seq),
+            "committed_at": manifest.as_ref().map(|m| m.committed_at.clone()),
+            "cursor": manifest.as_ref().map(|m| &m.cursor),
+            "tables": manifest.as_ref().map(|m| m.totals.clone()).unwrap_or_default(),
+            "server_head": server.as_ref().ok().map(|(h, _)| h),
+            "server_error": server.as_ref().err(),
+            "lag_bytes": lag,
+        });
+        return Ok(serde_json::to_string_pretty(&v).unwrap_or_default());
+    }
+    let mut out = format!("lake            {}\n", config.sink.url);
+    match &manifest {
+        None => out.push_str("manifest        none (nothing committed yet)\n"),
+        Some(m) => {
+            out.push_str(&format!(
+                "manifest        {} committed at {}\n",
+                m.seq, m.committed_at
+            ));
+            out.push_str(&format!(
+                "cursor          {}:{}{}\n",
+                m.cursor.file,
+                m.cursor.pos,
+                m.cursor
+                    .gtid
+                    .as_deref()
+                    .map(|g| format!(" gtid {g}"))
+                    .unwrap_or_default()
+            ));
+            out.push_str(&format!("next _seq       {}\n", m.cursor.next_seq));
+        }
+    }
+    match &server {
+        Ok((head, _)) => out.push_str(&format!("server head     {head}\n")),
+        Err(e) => out.push_str(&format!("server head     unknown ({e})\n")),
+    }
+    out.push_str(&format!(
+        "lag             {}\n",
+        lag.map(|b| format!("{b} bytes of binlog"))
+            .unwrap_or_else(|| "unknown".into())
+    ));
+    if let Some(m) = &manifest {
+        out.push_str("rows committed per table:\n");
+        let width = m.totals.keys().map(|k| k.len()).max().unwrap_or(0);
+        for (table, rows) in &m.totals {
+            out.push_str(&format!("  {table:<width$}  {rows}\n"));
+        }
+    }
+    Ok(out)
+}
+
+/// Runs the preflight checks; returns the report and whether all passed.
+pub async fn check(config: &Config) -> Result<(String, bool)> {
+    let mut conn = source::connect(&config.source).await?;
+    let (info, checks) = source::preflight(&mut conn).await?;
+    let mut out = format!(
+        "server          {:?} {} (server_id {})\n",
+        info.flavor, info.version, info.server_id
+    );
+    for c in &checks {
+        out.push_str(&format!(
+            "[{}] {:<17} {}\n",
+            if c.ok { "ok" } else { "FAIL" },
+            c.name,
+            c.detail
+        ));
+    }
+    let ok = checks.iter().all(|c| c.ok);
+    if ok {
+        let start = source::resolve_start(&mut conn, &config.source.start).await;
+        match start {
+            Ok(at) => out.push_str(&format!("[ok] start             {at}\n")),
+            Err(e) => {
+                out.push_str(&format!("[FAIL] start           {e}\n"));
+                return Ok((out, false));
+            }
+        }
+    }
+    Ok((out, ok))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lag_across_files() {
+        let logs = vec![
+            ("b.000001".to_string(), 1000),
+            ("b.000002".to_string(), 500),
+            ("b.000003".to_string(), 300),
+        ];
+        let p = |f: &str, pos| BinlogPosition {
+            file: f.into(),
+            pos,
+        };
+        assert_eq!(
+            lag_bytes(&logs, &p("b.000001", 900), &p("b.000003", 200)),
+            Some(100 + 500 + 200)
+        );
+        assert_eq!(
+            lag_bytes(&logs, &p("b.000002", 100), &p("b.000002", 400)),
+            Some(300)
+        );
+        assert_eq!(
+            lag_bytes(&logs, &p("b.000003", 300), &p("b.000003", 300)),
+            Some(0)
+        );
+    }
+}
