@@ -186,11 +186,8 @@ pub fn ddl_effect(statement: &str, default_db: &str) -> DdlEffect {
             return DdlEffect::None;
         }
         t.keywords(&["IF", "EXISTS"]);
-        loop {
-            match t.table_name(default_db) {
-                Some(name) => tables.push(name),
-                None => break,
-            }
+        while let Some(name) = t.table_name(default_db) {
+            tables.push(name);
             if !t.punct(',') {
                 break;
             }
@@ -199,10 +196,7 @@ pub fn ddl_effect(statement: &str, default_db: &str) -> DdlEffect {
         if !t.keyword("TABLE") {
             return DdlEffect::None;
         }
-        loop {
-            let Some(from) = t.table_name(default_db) else {
-                break;
-            };
+        while let Some(from) = t.table_name(default_db) {
             tables.push(from);
             if !t.keyword("TO") {
                 break;
