@@ -48,6 +48,10 @@ pub enum Error {
     #[error("lake is owned by another writer: manifest {seq} was written by someone else; stop the other sidecar (only one may write a lake) and restart")]
     Fenced { seq: u64 },
 
+    /// SIGTERM arrived inside a transaction that did not end in time.
+    #[error("shutdown_timeout elapsed inside a transaction at {0}; its rows are not committed and are read again at the next start")]
+    ShutdownTimeout(String),
+
     /// The lake holds something sluice cannot read back.
     #[error("lake: {0}")]
     Lake(String),

@@ -53,6 +53,8 @@ struct Pipeline<'a> {
     committed: Option<Manifest>,
     /// The cursor at the last transaction boundary.
     cursor: Cursor,
+    /// Where this run started reading when the lake was empty.
+    origin: Cursor,
     next_seq: i64,
     next_tx_seq: i64,
     file_counter: u32,
@@ -140,6 +142,7 @@ pub async fn run(
         gtid_state: parse_gtid_state(cursor.gtid.as_deref()),
         next_seq: cursor.next_seq,
         next_tx_seq: cursor.next_tx_seq,
+        origin: cursor.clone(),
         cursor,
         committed,
         file_counter: 0,
@@ -156,10 +159,38 @@ pub async fn run(
         info!(head = %head, "nothing to do: already at the binlog head");
         return Ok(p.summary);
     }
-    p.stream(start, opts.until_caught_up.then_some(head), &mut shutdown)
-        .await?;
+    let stop_at = opts.until_caught_up.then_some(head);
+    let mut from = start;
+    let mut failures = 0u32;
+    loop {
+        let began = Instant::now();
+        match p.stream(from, stop_at.clone(), &mut shutdown).await {
+            Ok(()) => break,
+            Err(e) if e.is_transient() && !*shutdown.borrow() => {
+                if began.elapsed() > Duration::from_secs(60) {
+                    failures = 0;
+                }
+                failures += 1;
+                let delay = backoff(failures);
+                from = p.rewind().await;
+                warn!(error = %e, retry_in = ?delay, resume = %from, "transient error: reconnecting from the last checkpoint");
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => return Ok(p.summary),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
     p.summary.zero_dates = p.stats.zero_dates;
     Ok(p.summary)
+}
+
+/// Jittered exponential backoff: 0.5 s doubling up to 30 s, ±25 %.
+fn backoff(failures: u32) -> Duration {
+    let base = 0.5 * 2f64.powi(failures.saturating_sub(1).min(16) as i32);
+    let capped = base.min(30.0);
+    Duration::from_secs_f64(capped * rand::Rng::gen_range(&mut rand::thread_rng(), 0.75..1.25))
 }
 
 impl Pipeline<'_> {
@@ -174,6 +205,9 @@ impl Pipeline<'_> {
             tokio::time::interval(self.config.flush.interval.min(Duration::from_secs(1)));
         let mut stopping: Option<Instant> = None;
         let mut saw_fde = false;
+        // The server sends a heartbeat every `source.heartbeat` while idle.
+        let idle_limit = self.config.source.heartbeat * 3 + Duration::from_secs(2);
+        let mut last_event = Instant::now();
         loop {
             let event = tokio::select! {
                 ev = stream.next() => match ev {
@@ -182,12 +216,15 @@ impl Pipeline<'_> {
                     None => return Err(Error::Connection(format!("the server closed the binlog stream at {}", self.position()))),
                 },
                 _ = tick.tick() => {
+                    if last_event.elapsed() > idle_limit {
+                        return Err(Error::Connection(format!(
+                            "no event or heartbeat for {idle_limit:?} at {}: the connection is dead",
+                            self.position()
+                        )));
+                    }
                     if let Some(since) = stopping {
                         if since.elapsed() > self.config.shutdown_timeout {
-                            return Err(Error::Connection(format!(
-                                "shutdown_timeout elapsed inside a transaction at {}; its rows are not committed and will be read again at the next start",
-                                self.position()
-                            )));
+                            return Err(Error::ShutdownTimeout(self.position().to_string()));
                         }
                     }
                     if !self.in_tx && self.checkpoint_due() {
@@ -207,6 +244,7 @@ impl Pipeline<'_> {
                     continue;
                 }
             };
+            last_event = Instant::now();
             let boundary = self.handle(&event, &mut saw_fde).await?;
             if boundary {
                 if stopping.is_some() {
@@ -226,6 +264,37 @@ impl Pipeline<'_> {
                 }
             }
         }
+    }
+
+    /// Forgets everything not committed and returns the position to read
+    /// from again: the last checkpoint's cursor. Re-reading assigns the same
+    /// `_seq` and `_tx_seq` values, so a retry neither loses nor repeats a row.
+    async fn rewind(&mut self) -> BinlogPosition {
+        for f in std::mem::take(&mut self.pending) {
+            if let Err(e) = self
+                .lake
+                .store
+                .delete(&object_store::path::Path::from(f.path.as_str()))
+                .await
+            {
+                warn!(path = %f.path, error = %e, "could not delete an uncommitted file; the next start removes it");
+            }
+        }
+        self.buffers.clear();
+        self.plans.clear();
+        self.file_counter = 0;
+        self.cursor = match &self.committed {
+            Some(m) => m.cursor.clone(),
+            None => self.origin.clone(),
+        };
+        self.next_seq = self.cursor.next_seq;
+        self.next_tx_seq = self.cursor.next_tx_seq;
+        self.gtid_state = parse_gtid_state(self.cursor.gtid.as_deref());
+        self.file = self.cursor.file.clone();
+        self.in_tx = false;
+        self.tx_rows = 0;
+        self.tx_gtid = None;
+        self.position()
     }
 
     fn position(&self) -> BinlogPosition {
@@ -452,7 +521,6 @@ impl Pipeline<'_> {
         self.in_tx = false;
         if self.tx_rows > 0 {
             self.next_tx_seq += 1;
-            self.summary.rows += self.tx_rows;
         }
         self.tx_rows = 0;
         if let Some(gtid) = self.tx_gtid.take() {
@@ -574,6 +642,7 @@ impl Pipeline<'_> {
         }
         info!(seq = manifest.seq, files = manifest.files.len(), cursor = %self.position(), "committed");
         self.summary.manifests += 1;
+        self.summary.rows += manifest.files.iter().map(|f| f.rows).sum::<u64>();
         self.committed = Some(manifest);
         self.file_counter = 0;
         self.last_checkpoint = Instant::now();

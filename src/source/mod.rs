@@ -89,7 +89,7 @@ pub async fn connect(cfg: &SourceConfig) -> Result<Conn> {
     let conn = tokio::time::timeout(cfg.connect_timeout, fut)
         .await
         .map_err(|_| {
-            Error::Preflight(format!(
+            Error::Connection(format!(
                 "cannot reach {}:{} within {:?}; check source.url and that the server is up",
                 cfg.host, cfg.port, cfg.connect_timeout
             ))
@@ -103,11 +103,12 @@ fn connect_error(cfg: &SourceConfig, e: mysql_async::Error) -> Error {
             "authentication failed for user `{}` at {}:{} ({}); check the user in source.url and the password in {PASSWORD_ENV} or source.password_file",
             cfg.user, cfg.host, cfg.port, s.message
         )),
-        mysql_async::Error::Io(_) => Error::Preflight(format!(
+        // Unreachable servers are transient: at start they fail the run with
+        // this message, after a successful start they are retried.
+        _ => Error::Connection(format!(
             "cannot connect to {}:{}: {e}; check source.url and that the server is up",
             cfg.host, cfg.port
         )),
-        _ => Error::Preflight(format!("connecting to {}:{}: {e}", cfg.host, cfg.port)),
     }
 }
 
