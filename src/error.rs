@@ -52,6 +52,10 @@ pub enum Error {
     #[error("shutdown_timeout elapsed inside a transaction at {0}; its rows are not committed and are read again at the next start")]
     ShutdownTimeout(String),
 
+    /// The local state dir (schema history store) failed.
+    #[error("state: {0}")]
+    State(String),
+
     /// The lake holds something sluice cannot read back.
     #[error("lake: {0}")]
     Lake(String),

@@ -1,7 +1,12 @@
-//! Which tables a DDL statement changes. This release only needs the names
-//! (a change to a captured table stops the pipeline); the statement forms
-//! are recognised from their leading keywords, with comments, backticks and
-//! qualified names handled.
+//! DDL statements: which tables they touch and how they change them.
+//!
+//! [`parse_ddl`] turns a statement into [`Change`]s with `sqlparser` (MySQL
+//! dialect). `ALTER TABLE` clauses are split here and parsed one by one, so
+//! that table options sqlparser does not know (`CONVERT TO CHARACTER SET`,
+//! `ENGINE=`, `ADD COLUMN (a, b)`) are handled without failing the whole
+//! statement. [`ddl_effect`] is a keyword scanner that only finds the table
+//! names; it decides whether a statement sqlparser cannot read touches a
+//! captured table.
 
 /// A table named by a statement, qualified with the statement's default database.
 pub type TableName = (String, String);
@@ -286,6 +291,880 @@ mod tests {
         assert_eq!(
             ddl_effect("truncate table shop.t", "x"),
             names(&[("shop", "t")])
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Full parsing with sqlparser.
+
+use sqlparser::ast::{
+    AlterTableOperation, ColumnOption, CreateTable, CreateTableLikeKind, MySQLColumnPosition,
+    ObjectName, ObjectType, RenameTableNameKind, Statement, TableConstraint,
+};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+/// A column as a DDL statement declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnSpec {
+    pub name: String,
+    pub mysql_type: String,
+    /// Explicit `CHARACTER SET` (or the charset of an explicit `COLLATE`).
+    pub charset: Option<String>,
+    pub nullable: bool,
+    pub primary_key: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ColumnPosition {
+    Last,
+    First,
+    After(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlterOp {
+    Add(ColumnSpec, ColumnPosition),
+    Drop(String),
+    /// MODIFY (same name) and CHANGE (`old` may differ from the new name).
+    Change {
+        old: String,
+        column: ColumnSpec,
+        position: ColumnPosition,
+    },
+    RenameColumn {
+        old: String,
+        new: String,
+    },
+    AddPrimaryKey(Vec<String>),
+    DropPrimaryKey,
+    RenameTo(TableName),
+    /// `CONVERT TO CHARACTER SET`: every textual column and the table default.
+    ConvertCharset(String),
+    /// `[DEFAULT] CHARACTER SET =`: the table default only.
+    DefaultCharset(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Create {
+        table: TableName,
+        columns: Vec<ColumnSpec>,
+        charset: Option<String>,
+        replace: bool,
+        if_not_exists: bool,
+    },
+    CreateLike {
+        table: TableName,
+        like: TableName,
+        if_not_exists: bool,
+    },
+    /// `CREATE TABLE … SELECT` without a column list: the statement does not say the shape.
+    CreateAsSelect {
+        table: TableName,
+    },
+    Alter {
+        table: TableName,
+        ops: Vec<AlterOp>,
+    },
+    Rename(Vec<(TableName, TableName)>),
+    Drop(Vec<TableName>),
+    Truncate(TableName),
+    CreateDatabase {
+        db: String,
+        charset: Option<String>,
+    },
+    AlterDatabase {
+        db: String,
+        charset: String,
+    },
+    DropDatabase(String),
+}
+
+/// Collation names start with their charset: `utf8mb4_general_ci` → `utf8mb4`.
+pub fn charset_of_collation(collation: &str) -> String {
+    let c = collation.to_ascii_lowercase();
+    match c.split('_').next() {
+        Some("utf8") => "utf8mb3".to_string(),
+        Some(cs) => cs.to_string(),
+        None => c,
+    }
+}
+
+fn object_name(name: &ObjectName, default_db: &str) -> Result<TableName, String> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|p| {
+            p.as_ident()
+                .map(|i| i.value.clone())
+                .unwrap_or_else(|| p.to_string())
+        })
+        .collect();
+    match parts.as_slice() {
+        [t] => Ok((default_db.to_string(), t.clone())),
+        [d, t] => Ok((d.clone(), t.clone())),
+        _ => Err(format!("unexpected name {name}")),
+    }
+}
+
+/// Removes the markers of executable comments (`/*!40101 … */`, `/*M! … */`)
+/// so their content is parsed; plain comments stay for the parser to skip.
+fn unwrap_executable_comments(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut rest = sql;
+    let mut open = 0;
+    loop {
+        let next_open = ["/*!", "/*M!"]
+            .iter()
+            .filter_map(|m| rest.find(m).map(|i| (i, m.len())))
+            .min();
+        let next_close = if open > 0 { rest.find("*/") } else { None };
+        match (next_open, next_close) {
+            (Some((o, len)), c) if c.is_none_or(|c| o < c) => {
+                out.push_str(&rest[..o]);
+                rest = rest[o + len..].trim_start_matches(|c: char| c.is_ascii_digit());
+                open += 1;
+            }
+            (_, Some(c)) => {
+                out.push_str(&rest[..c]);
+                rest = &rest[c + 2..];
+                open -= 1;
+            }
+            _ => {
+                out.push_str(rest);
+                return out;
+            }
+        }
+    }
+}
+
+fn column_spec(def: &sqlparser::ast::ColumnDef) -> ColumnSpec {
+    let mut spec = ColumnSpec {
+        name: def.name.value.clone(),
+        mysql_type: def.data_type.to_string(),
+        charset: None,
+        nullable: true,
+        primary_key: false,
+    };
+    spec_options(&mut spec, def.options.iter().map(|o| &o.option));
+    spec
+}
+
+fn spec_options<'a>(spec: &mut ColumnSpec, options: impl Iterator<Item = &'a ColumnOption>) {
+    let mut collation = None;
+    for option in options {
+        match option {
+            ColumnOption::NotNull => spec.nullable = false,
+            ColumnOption::Null => spec.nullable = true,
+            ColumnOption::PrimaryKey(_) => {
+                spec.primary_key = true;
+                spec.nullable = false;
+            }
+            ColumnOption::CharacterSet(cs) => {
+                spec.charset = Some(cs.to_string().to_ascii_lowercase())
+            }
+            ColumnOption::Collation(c) => collation = Some(charset_of_collation(&c.to_string())),
+            _ => {}
+        }
+    }
+    // `VARCHAR(10) CHARACTER SET latin1` may stay inside the type text.
+    let upper = spec.mysql_type.to_ascii_uppercase();
+    if let Some(i) = upper.find(" CHARACTER SET ") {
+        let cs = spec.mysql_type[i + 15..]
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        spec.mysql_type = spec.mysql_type[..i].to_string();
+        spec.charset.get_or_insert(cs);
+    }
+    if spec.charset.is_none() {
+        spec.charset = collation;
+    }
+    if spec.mysql_type.eq_ignore_ascii_case("SERIAL") {
+        spec.mysql_type = "BIGINT UNSIGNED".into();
+        spec.nullable = false;
+    }
+}
+
+fn constraint_primary_key(c: &TableConstraint) -> Option<Vec<String>> {
+    match c {
+        TableConstraint::PrimaryKey(pk) => Some(
+            pk.columns
+                .iter()
+                .map(|ic| match &ic.column.expr {
+                    sqlparser::ast::Expr::Identifier(id) => id.value.clone(),
+                    // `PRIMARY KEY (name(10))`: a prefix of the column.
+                    sqlparser::ast::Expr::Function(f) => {
+                        f.name.to_string().trim_matches('`').to_string()
+                    }
+                    other => other.to_string().trim_matches('`').to_string(),
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The table default charset from a CREATE/ALTER option text such as
+/// `ENGINE=InnoDB DEFAULT CHARSET=latin1 COLLATE=latin1_bin`.
+fn charset_option(text: &str) -> Option<String> {
+    let upper = text.to_ascii_uppercase();
+    let value_after = |key: &str| -> Option<String> {
+        let i = upper.find(key)?;
+        let rest = text[i + key.len()..]
+            .trim_start()
+            .trim_start_matches('=')
+            .trim_start();
+        let v: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        (!v.is_empty()).then(|| v.to_ascii_lowercase())
+    };
+    value_after("CHARACTER SET")
+        .or_else(|| value_after("CHARSET"))
+        .or_else(|| value_after("COLLATE").map(|c| charset_of_collation(&c)))
+}
+
+fn create_change(ct: &CreateTable, default_db: &str) -> Result<Option<Change>, String> {
+    if ct.temporary {
+        return Ok(None);
+    }
+    let table = object_name(&ct.name, default_db)?;
+    if let Some(like) = &ct.like {
+        let like = match like {
+            CreateTableLikeKind::Parenthesized(l) | CreateTableLikeKind::Plain(l) => &l.name,
+        };
+        return Ok(Some(Change::CreateLike {
+            table,
+            like: object_name(like, default_db)?,
+            if_not_exists: ct.if_not_exists,
+        }));
+    }
+    if ct.columns.is_empty() {
+        return Ok(Some(Change::CreateAsSelect { table }));
+    }
+    let mut columns: Vec<ColumnSpec> = ct.columns.iter().map(column_spec).collect();
+    for pk in ct.constraints.iter().filter_map(constraint_primary_key) {
+        for c in &mut columns {
+            if pk.iter().any(|p| p.eq_ignore_ascii_case(&c.name)) {
+                c.primary_key = true;
+                c.nullable = false;
+            }
+        }
+    }
+    Ok(Some(Change::Create {
+        table,
+        columns,
+        charset: charset_option(&ct.table_options.to_string()),
+        replace: ct.or_replace,
+        if_not_exists: ct.if_not_exists,
+    }))
+}
+
+fn position(p: &Option<MySQLColumnPosition>) -> ColumnPosition {
+    match p {
+        None => ColumnPosition::Last,
+        Some(MySQLColumnPosition::First) => ColumnPosition::First,
+        Some(MySQLColumnPosition::After(id)) => ColumnPosition::After(id.value.clone()),
+    }
+}
+
+/// Splits at top-level commas (outside parentheses and quotes).
+fn split_top_level(s: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    let mut cur = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                cur.push(c);
+                if c == '\\' {
+                    if let Some(n) = chars.next() {
+                        cur.push(n);
+                    }
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' | '`' => {
+                    quote = Some(c);
+                    cur.push(c);
+                }
+                '(' => {
+                    depth += 1;
+                    cur.push(c);
+                }
+                ')' => {
+                    depth -= 1;
+                    cur.push(c);
+                }
+                ',' if depth == 0 => parts.push(std::mem::take(&mut cur)),
+                _ => cur.push(c),
+            },
+        }
+    }
+    if !cur.trim().is_empty() {
+        parts.push(cur);
+    }
+    parts
+        .into_iter()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+fn alter_op(op: &AlterTableOperation, default_db: &str) -> Result<Vec<AlterOp>, String> {
+    Ok(match op {
+        AlterTableOperation::AddColumn {
+            column_def,
+            column_position,
+            ..
+        } => {
+            vec![AlterOp::Add(
+                column_spec(column_def),
+                position(column_position),
+            )]
+        }
+        AlterTableOperation::DropColumn { column_names, .. } => column_names
+            .iter()
+            .map(|c| AlterOp::Drop(c.value.clone()))
+            .collect(),
+        AlterTableOperation::ModifyColumn {
+            col_name,
+            data_type,
+            options,
+            column_position,
+        } => {
+            let mut spec = ColumnSpec {
+                name: col_name.value.clone(),
+                mysql_type: data_type.to_string(),
+                charset: None,
+                nullable: true,
+                primary_key: false,
+            };
+            spec_options(&mut spec, options.iter());
+            vec![AlterOp::Change {
+                old: col_name.value.clone(),
+                column: spec,
+                position: position(column_position),
+            }]
+        }
+        AlterTableOperation::ChangeColumn {
+            old_name,
+            new_name,
+            data_type,
+            options,
+            column_position,
+        } => {
+            let mut spec = ColumnSpec {
+                name: new_name.value.clone(),
+                mysql_type: data_type.to_string(),
+                charset: None,
+                nullable: true,
+                primary_key: false,
+            };
+            spec_options(&mut spec, options.iter());
+            vec![AlterOp::Change {
+                old: old_name.value.clone(),
+                column: spec,
+                position: position(column_position),
+            }]
+        }
+        AlterTableOperation::RenameColumn {
+            old_column_name,
+            new_column_name,
+        } => vec![AlterOp::RenameColumn {
+            old: old_column_name.value.clone(),
+            new: new_column_name.value.clone(),
+        }],
+        AlterTableOperation::AddConstraint { constraint, .. } => {
+            match constraint_primary_key(constraint) {
+                Some(cols) => vec![AlterOp::AddPrimaryKey(cols)],
+                None => vec![],
+            }
+        }
+        AlterTableOperation::DropPrimaryKey { .. } => vec![AlterOp::DropPrimaryKey],
+        AlterTableOperation::RenameTable { table_name } => {
+            let name = match table_name {
+                RenameTableNameKind::As(n) | RenameTableNameKind::To(n) => n,
+            };
+            vec![AlterOp::RenameTo(object_name(name, default_db)?)]
+        }
+        // Indexes, foreign keys, engine, algorithm, lock, partitions, defaults:
+        // none of them changes the row shape.
+        _ => vec![],
+    })
+}
+
+/// Parses one ALTER TABLE clause that sqlparser may not know.
+fn alter_clause(clause: &str, default_db: &str) -> Result<Vec<AlterOp>, String> {
+    let words: Vec<String> = clause
+        .split_whitespace()
+        .map(|w| w.to_ascii_uppercase())
+        .collect();
+    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    if w(0) == "CONVERT" && w(1) == "TO" {
+        return charset_option(clause)
+            .map(|cs| vec![AlterOp::ConvertCharset(cs)])
+            .ok_or_else(|| format!("cannot read the charset of `{clause}`"));
+    }
+    let first = w(0).split('=').next().unwrap_or("").to_string();
+    if matches!(
+        first.as_str(),
+        "DEFAULT" | "CHARACTER" | "CHARSET" | "COLLATE"
+    ) && (w(0) != "DEFAULT"
+        || matches!(
+            w(1).split('=').next().unwrap_or(""),
+            "CHARACTER" | "CHARSET" | "COLLATE"
+        ))
+    {
+        return charset_option(clause)
+            .map(|cs| vec![AlterOp::DefaultCharset(cs)])
+            .ok_or_else(|| format!("cannot read the charset of `{clause}`"));
+    }
+    const TABLE_OPTIONS: &[&str] = &[
+        "ENGINE",
+        "AUTO_INCREMENT",
+        "COMMENT",
+        "ROW_FORMAT",
+        "KEY_BLOCK_SIZE",
+        "AVG_ROW_LENGTH",
+        "CHECKSUM",
+        "MAX_ROWS",
+        "MIN_ROWS",
+        "PACK_KEYS",
+        "STATS_AUTO_RECALC",
+        "STATS_PERSISTENT",
+        "STATS_SAMPLE_PAGES",
+        "ALGORITHM",
+        "LOCK",
+        "FORCE",
+        "ORDER",
+        "PAGE_CHECKSUM",
+        "TRANSACTIONAL",
+        "ENCRYPTED",
+        "ENCRYPTION_KEY_ID",
+        "PAGE_COMPRESSED",
+        "PAGE_COMPRESSION_LEVEL",
+        "SEQUENCE",
+        "WITH",
+        "WITHOUT",
+        "DISCARD",
+        "IMPORT",
+        "ENABLE",
+        "DISABLE",
+        "ANALYZE",
+        "OPTIMIZE",
+        "REBUILD",
+        "REPAIR",
+        "COALESCE",
+        "REORGANIZE",
+        "EXCHANGE",
+        "TRUNCATE",
+        "REMOVE",
+        "UPGRADE",
+        "PARTITION",
+        "VALIDATION",
+    ];
+    if TABLE_OPTIONS.contains(&first.as_str()) {
+        return Ok(vec![]);
+    }
+    // `ADD [COLUMN] (a INT, b INT)`: several columns in one clause.
+    if w(0) == "ADD" {
+        let after_add = clause.trim_start()[3..].trim_start();
+        let body = if w(1) == "COLUMN" {
+            after_add[6..].trim_start()
+        } else {
+            after_add
+        };
+        if body.starts_with('(') && body.ends_with(')') {
+            let mut ops = Vec::new();
+            for col in split_top_level(&body[1..body.len() - 1]) {
+                ops.extend(alter_clause(&format!("ADD COLUMN {col}"), default_db)?);
+            }
+            return Ok(ops);
+        }
+        // `ADD INDEX/KEY/UNIQUE/FULLTEXT/SPATIAL/FOREIGN/CONSTRAINT …` other than PRIMARY KEY.
+        if matches!(
+            w(1),
+            "INDEX"
+                | "KEY"
+                | "UNIQUE"
+                | "FULLTEXT"
+                | "SPATIAL"
+                | "FOREIGN"
+                | "CHECK"
+                | "PERIOD"
+                | "SYSTEM"
+        ) || (w(1) == "CONSTRAINT" && !words.iter().any(|x| x == "PRIMARY"))
+        {
+            return Ok(vec![]);
+        }
+    }
+    if w(0) == "DROP"
+        && matches!(
+            w(1),
+            "INDEX" | "KEY" | "FOREIGN" | "CONSTRAINT" | "CHECK" | "PARTITION" | "SYSTEM"
+        )
+    {
+        return Ok(vec![]);
+    }
+    if w(0) == "ALTER" && matches!(w(1), "INDEX" | "CHECK" | "CONSTRAINT") {
+        return Ok(vec![]);
+    }
+    if w(0) == "RENAME" && matches!(w(1), "INDEX" | "KEY") {
+        return Ok(vec![]);
+    }
+    let sql = format!("ALTER TABLE _sluice_t {clause}");
+    let stmts =
+        Parser::parse_sql(&MySqlDialect {}, &sql).map_err(|e| format!("`{clause}`: {e}"))?;
+    let mut ops = Vec::new();
+    for stmt in &stmts {
+        if let Statement::AlterTable(at) = stmt {
+            for op in &at.operations {
+                ops.extend(alter_op(op, default_db)?);
+            }
+        }
+    }
+    Ok(ops)
+}
+
+/// Parses a DDL statement into the changes it makes. `Ok(vec![])` for
+/// statements that change no table (GRANT, views, routines, users, …);
+/// `Err` with the reason when the statement looks like table DDL but cannot
+/// be read.
+pub fn parse_ddl(statement: &str, default_db: &str) -> Result<Vec<Change>, String> {
+    let sql = unwrap_executable_comments(statement);
+    let mut t = Tokens {
+        tokens: tokenize(&sql),
+        pos: 0,
+    };
+    // ALTER TABLE is split into clauses here (see the module comment).
+    if t.keyword("ALTER") {
+        t.keyword("ONLINE");
+        t.keyword("IGNORE");
+        if t.keyword("TABLE") {
+            t.keywords(&["IF", "EXISTS"]);
+            let table = t
+                .table_name(default_db)
+                .ok_or("ALTER TABLE without a table name")?;
+            let head = sql_table_clause_start(&sql).ok_or("cannot find the ALTER TABLE clauses")?;
+            let mut ops = Vec::new();
+            for clause in split_top_level(&sql[head..]) {
+                ops.extend(alter_clause(&clause, default_db)?);
+            }
+            return Ok(vec![Change::Alter { table, ops }]);
+        }
+        if t.keyword("DATABASE") || t.keyword("SCHEMA") {
+            let db = match t.tokens.get(t.pos) {
+                Some(Token::Word(w)) => w.clone(),
+                _ => default_db.to_string(),
+            };
+            return Ok(charset_option(&sql)
+                .map(|charset| vec![Change::AlterDatabase { db, charset }])
+                .unwrap_or_default());
+        }
+        return Ok(vec![]);
+    }
+    t.pos = 0;
+    let creates_database = t.keyword("CREATE") && (t.keyword("DATABASE") || t.keyword("SCHEMA"));
+    if !creates_database && matches!(ddl_effect(&sql, default_db), DdlEffect::None) {
+        return Ok(vec![]);
+    }
+    let stmts = Parser::parse_sql(&MySqlDialect {}, &sql).map_err(|e| e.to_string())?;
+    let mut changes = Vec::new();
+    for stmt in &stmts {
+        match stmt {
+            Statement::CreateTable(ct) => changes.extend(create_change(ct, default_db)?),
+            Statement::RenameTable(pairs) => changes.push(Change::Rename(
+                pairs
+                    .iter()
+                    .map(|r| {
+                        Ok((
+                            object_name(&r.old_name, default_db)?,
+                            object_name(&r.new_name, default_db)?,
+                        ))
+                    })
+                    .collect::<Result<_, String>>()?,
+            )),
+            Statement::Drop {
+                object_type: ObjectType::Table,
+                names,
+                temporary: false,
+                ..
+            } => changes.push(Change::Drop(
+                names
+                    .iter()
+                    .map(|n| object_name(n, default_db))
+                    .collect::<Result<_, _>>()?,
+            )),
+            Statement::Drop {
+                object_type: ObjectType::Database | ObjectType::Schema,
+                names,
+                ..
+            } => {
+                for n in names {
+                    changes.push(Change::DropDatabase(
+                        n.to_string().trim_matches('`').to_string(),
+                    ));
+                }
+            }
+            Statement::Truncate(tr) => {
+                for target in &tr.table_names {
+                    changes.push(Change::Truncate(object_name(&target.name, default_db)?));
+                }
+            }
+            Statement::CreateDatabase {
+                db_name,
+                default_charset,
+                default_collation,
+                ..
+            } => changes.push(Change::CreateDatabase {
+                db: db_name.to_string().trim_matches('`').to_string(),
+                charset: default_charset
+                    .clone()
+                    .map(|c| c.to_ascii_lowercase())
+                    .or_else(|| default_collation.as_deref().map(charset_of_collation)),
+            }),
+            _ => {}
+        }
+    }
+    Ok(changes)
+}
+
+/// Byte offset in `sql` where the clauses of `ALTER … TABLE name` begin.
+fn sql_table_clause_start(sql: &str) -> Option<usize> {
+    // Walk the same tokens as the scanner, tracking byte offsets.
+    let upper = sql.to_ascii_uppercase();
+    let table_kw = upper.find("TABLE")?;
+    let mut i = table_kw + 5;
+    let bytes = sql.as_bytes();
+    let skip_ws = |mut i: usize| {
+        while i < bytes.len() && (bytes[i] as char).is_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    i = skip_ws(i);
+    if upper[i..].starts_with("IF EXISTS") {
+        i = skip_ws(i + 9);
+    }
+    // One or two (qualified) identifiers.
+    let ident_end = |mut i: usize| -> usize {
+        if bytes.get(i) == Some(&b'`') {
+            i += 1;
+            while i < bytes.len() {
+                if bytes[i] == b'`' {
+                    if bytes.get(i + 1) == Some(&b'`') {
+                        i += 2;
+                        continue;
+                    }
+                    return i + 1;
+                }
+                i += 1;
+            }
+            i
+        } else {
+            while i < bytes.len()
+                && ((bytes[i] as char).is_alphanumeric()
+                    || bytes[i] == b'_'
+                    || bytes[i] == b'$'
+                    || bytes[i] >= 0x80)
+            {
+                i += 1;
+            }
+            i
+        }
+    };
+    i = ident_end(i);
+    let j = skip_ws(i);
+    if bytes.get(j) == Some(&b'.') {
+        i = ident_end(skip_ws(j + 1));
+    }
+    Some(i)
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    fn t(d: &str, n: &str) -> TableName {
+        (d.to_string(), n.to_string())
+    }
+
+    #[test]
+    fn create_with_types_charsets_and_primary_key() {
+        let c = parse_ddl(
+            "CREATE TABLE IF NOT EXISTS `t1` (id INT NOT NULL AUTO_INCREMENT, name VARCHAR(20) CHARACTER SET latin1 \
+             COLLATE latin1_bin DEFAULT 'x' COMMENT 'c', e ENUM('a','b''c') NOT NULL, u BIGINT UNSIGNED, \
+             k VARCHAR(5) COLLATE utf8mb4_bin, PRIMARY KEY (id), KEY k (name)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb3",
+            "shop",
+        )
+        .unwrap();
+        let Change::Create {
+            table,
+            columns,
+            charset,
+            if_not_exists,
+            ..
+        } = &c[0]
+        else {
+            panic!("{c:?}")
+        };
+        assert_eq!(table, &t("shop", "t1"));
+        assert!(*if_not_exists);
+        assert_eq!(charset.as_deref(), Some("utf8mb3"));
+        assert_eq!(columns.len(), 5);
+        assert!(columns[0].primary_key && !columns[0].nullable);
+        assert_eq!(columns[1].charset.as_deref(), Some("latin1"));
+        assert_eq!(
+            columns[2].mysql_type.to_ascii_lowercase(),
+            "enum('a', 'b''c')"
+        );
+        assert_eq!(columns[3].mysql_type, "BIGINT UNSIGNED");
+        assert_eq!(columns[4].charset.as_deref(), Some("utf8mb4"));
+    }
+
+    #[test]
+    fn multi_clause_alter_with_options_sqlparser_lacks() {
+        let c = parse_ddl(
+            "/* a comment */ ALTER  TABLE shop.`t1`\n ADD COLUMN c INT AFTER id, DROP COLUMN name, ENGINE=InnoDB, \
+             MODIFY e ENUM('a','b','c') FIRST, CHANGE COLUMN s s2 SET('x') NULL, RENAME COLUMN d TO d2, \
+             ADD PRIMARY KEY (id, c), ADD INDEX ix (c), ALGORITHM=INPLACE, DROP PRIMARY KEY, \
+             CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, DEFAULT CHARSET=latin1, \
+             ADD COLUMN (x1 INT, x2 TEXT), RENAME TO t9",
+            "db",
+        )
+        .unwrap();
+        let Change::Alter { table, ops } = &c[0] else {
+            panic!("{c:?}")
+        };
+        assert_eq!(table, &t("shop", "t1"));
+        let kinds: Vec<String> = ops
+            .iter()
+            .map(|o| match o {
+                AlterOp::Add(s, p) => format!("add {} {p:?}", s.name),
+                AlterOp::Drop(n) => format!("drop {n}"),
+                AlterOp::Change {
+                    old,
+                    column,
+                    position,
+                } => format!("change {old}->{} {position:?}", column.name),
+                AlterOp::RenameColumn { old, new } => format!("rename {old}->{new}"),
+                AlterOp::AddPrimaryKey(c) => format!("pk {c:?}"),
+                AlterOp::DropPrimaryKey => "droppk".into(),
+                AlterOp::RenameTo(t) => format!("to {}.{}", t.0, t.1),
+                AlterOp::ConvertCharset(c) => format!("convert {c}"),
+                AlterOp::DefaultCharset(c) => format!("default {c}"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                "add c After(\"id\")",
+                "drop name",
+                "change e->e First",
+                "change s->s2 Last",
+                "rename d->d2",
+                "pk [\"id\", \"c\"]",
+                "droppk",
+                "convert utf8mb4",
+                "default latin1",
+                "add x1 Last",
+                "add x2 Last",
+                "to db.t9",
+            ]
+        );
+    }
+
+    #[test]
+    fn rename_drop_truncate_databases() {
+        assert_eq!(
+            parse_ddl("RENAME TABLE a TO b, c.d TO e.f", "s").unwrap(),
+            vec![Change::Rename(vec![
+                (t("s", "a"), t("s", "b")),
+                (t("c", "d"), t("e", "f"))
+            ])]
+        );
+        assert_eq!(
+            parse_ddl(
+                "DROP TABLE IF EXISTS `a`, b.c /* generated by server */",
+                "s"
+            )
+            .unwrap(),
+            vec![Change::Drop(vec![t("s", "a"), t("b", "c")])]
+        );
+        assert_eq!(
+            parse_ddl("TRUNCATE a", "s").unwrap(),
+            vec![Change::Truncate(t("s", "a"))]
+        );
+        assert_eq!(
+            parse_ddl("CREATE DATABASE x CHARACTER SET latin1", "s").unwrap(),
+            vec![Change::CreateDatabase {
+                db: "x".into(),
+                charset: Some("latin1".into())
+            }]
+        );
+        assert_eq!(
+            parse_ddl("DROP DATABASE IF EXISTS x", "s").unwrap(),
+            vec![Change::DropDatabase("x".into())]
+        );
+        assert_eq!(
+            parse_ddl("CREATE TABLE t2 LIKE x.t1", "s").unwrap(),
+            vec![Change::CreateLike {
+                table: t("s", "t2"),
+                like: t("x", "t1"),
+                if_not_exists: false
+            }]
+        );
+        assert_eq!(
+            parse_ddl("CREATE TABLE t4 SELECT * FROM t1", "s").unwrap(),
+            vec![Change::CreateAsSelect {
+                table: t("s", "t4")
+            }]
+        );
+    }
+
+    #[test]
+    fn statements_that_change_no_table() {
+        for s in [
+            "GRANT SELECT ON *.* TO x",
+            "CREATE USER x IDENTIFIED BY 'y'",
+            "CREATE VIEW v AS SELECT 1",
+            "CREATE DEFINER=`root`@`localhost` PROCEDURE p() BEGIN SELECT 1; END",
+            "CREATE TEMPORARY TABLE tt (a INT)",
+            "FLUSH PRIVILEGES",
+            "ANALYZE TABLE t",
+        ] {
+            assert_eq!(parse_ddl(s, "s"), Ok(vec![]), "{s}");
+        }
+    }
+
+    #[test]
+    fn executable_comments_are_read() {
+        let c = parse_ddl("/*!40000 ALTER TABLE t ADD COLUMN x INT */", "s").unwrap();
+        assert_eq!(
+            c,
+            vec![Change::Alter {
+                table: t("s", "t"),
+                ops: vec![AlterOp::Add(
+                    ColumnSpec {
+                        name: "x".into(),
+                        mysql_type: "INT".into(),
+                        charset: None,
+                        nullable: true,
+                        primary_key: false
+                    },
+                    ColumnPosition::Last,
+                )]
+            }]
         );
     }
 }

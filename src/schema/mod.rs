@@ -3,8 +3,11 @@
 //! `information_schema` at start; DDL on a captured table stops the pipeline
 //! (see [`crate::error::Error::UnsupportedDdl`]).
 
+pub mod apply;
 pub mod bootstrap;
 pub mod ddl;
+pub mod history;
+pub mod types;
 
 use std::sync::Arc;
 
@@ -136,11 +139,37 @@ impl ColumnKind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnDef {
     pub name: String,
-    /// The MySQL column type as `information_schema.COLUMNS.COLUMN_TYPE` shows it.
+    /// The MySQL column type, e.g. `decimal(10,2) unsigned` or `enum('a','b')`.
     pub mysql_type: String,
+    /// The character set of a textual column (`None` for other types).
+    pub charset: Option<String>,
     pub kind: ColumnKind,
     pub nullable: bool,
     pub primary_key: bool,
+}
+
+impl ColumnDef {
+    /// Derives the [`ColumnKind`] from the type text and the charset.
+    pub fn new(
+        name: impl Into<String>,
+        mysql_type: impl Into<String>,
+        charset: Option<String>,
+        nullable: bool,
+        primary_key: bool,
+    ) -> Result<Self, String> {
+        let name = name.into();
+        let mysql_type = mysql_type.into();
+        let kind = types::kind_from_type(&mysql_type, charset.as_deref())
+            .map_err(|e| format!("column `{name}` {mysql_type}: {e}"))?;
+        Ok(ColumnDef {
+            name,
+            mysql_type,
+            charset,
+            kind,
+            nullable,
+            primary_key,
+        })
+    }
 }
 
 /// One captured table's shape at one point of the stream.
@@ -150,6 +179,8 @@ pub struct TableSchema {
     pub name: String,
     pub version: u32,
     pub columns: Vec<ColumnDef>,
+    /// The table's default character set (for columns added later).
+    pub charset: Option<String>,
 }
 
 impl TableSchema {

@@ -1,0 +1,51 @@
+-- The schema history store of sluice (SQLite, in `[state] dir`/schema_history.sqlite).
+-- One row per version of a captured table's shape. The store is a cache of
+-- the lake: every committed version also lives in the lake under
+-- `_sluice/schema/<db>/<table>/v<version>-<checkpoint seq>.json` and the
+-- store is rebuilt from there when the state dir is lost.
+--
+-- Migrations: each `-- migration N` block runs once, in order; PRAGMA
+-- user_version holds the last one applied.
+
+-- migration 1
+CREATE TABLE table_versions (
+    database        TEXT    NOT NULL,
+    table_name      TEXT    NOT NULL,
+    version         INTEGER NOT NULL,
+    -- The `_tx_seq` from which this version is in force: monotonic across
+    -- binlog rotation and server failover, unlike file/pos.
+    order_key       INTEGER NOT NULL,
+    binlog_file     TEXT    NOT NULL,
+    binlog_pos      INTEGER NOT NULL,
+    gtid            TEXT,
+    -- When the source committed the DDL (event header), RFC 3339.
+    committed_at    TEXT    NOT NULL,
+    -- The DDL statement; NULL for a bootstrap from information_schema.
+    statement       TEXT,
+    -- 1 when the table was dropped (or renamed away) at this version.
+    dropped         INTEGER NOT NULL DEFAULT 0,
+    -- JSON list: [{name, mysql_type, arrow_type, nullable, primary_key, charset, labels}]
+    columns         TEXT    NOT NULL,
+    -- The manifest seq of the checkpoint that makes this version durable.
+    checkpoint_seq  INTEGER NOT NULL,
+    -- The table's default character set, for columns added later.
+    table_charset   TEXT,
+    PRIMARY KEY (database, table_name, version)
+);
+CREATE INDEX table_versions_by_checkpoint ON table_versions (checkpoint_seq);
+
+-- Shapes recorded by `sluice schema resync`, applied when the stream
+-- reaches their position (the DDL that could not be parsed).
+CREATE TABLE pending_resync (
+    database        TEXT    NOT NULL,
+    table_name      TEXT    NOT NULL,
+    binlog_file     TEXT    NOT NULL,
+    binlog_pos      INTEGER NOT NULL,
+    columns         TEXT    NOT NULL,
+    PRIMARY KEY (database, table_name)
+);
+
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);

@@ -1,0 +1,438 @@
+//! Applying parsed DDL to a table's shape, and deriving a shape from a
+//! TABLE_MAP that carries `binlog_row_metadata=FULL` metadata.
+
+use mysql_common::binlog::events::{OptionalMetadataField, TableMapEvent};
+use mysql_common::collations::{Collation, CollationId};
+use mysql_common::constants::ColumnType;
+
+use super::ddl::{AlterOp, ColumnPosition, ColumnSpec, TableName};
+use super::{types, ColumnDef, TableSchema};
+
+/// A column's charset: its own, else the table's default (textual types only).
+fn resolve_charset(spec: &ColumnSpec, table_charset: &str) -> Option<String> {
+    if !types::is_textual(&spec.mysql_type) {
+        // BINARY/BLOB carry none; MariaDB's JSON is LONGTEXT utf8mb4.
+        return if spec.mysql_type.eq_ignore_ascii_case("json") {
+            Some("utf8mb4".into())
+        } else {
+            spec.charset.clone().filter(|_| false)
+        };
+    }
+    Some(
+        spec.charset
+            .clone()
+            .unwrap_or_else(|| table_charset.to_string()),
+    )
+}
+
+fn column_from_spec(spec: &ColumnSpec, table_charset: &str) -> Result<ColumnDef, String> {
+    ColumnDef::new(
+        spec.name.clone(),
+        spec.mysql_type.to_ascii_lowercase(),
+        resolve_charset(spec, table_charset),
+        spec.nullable,
+        spec.primary_key,
+    )
+}
+
+pub fn columns_from_specs(
+    specs: &[ColumnSpec],
+    table_charset: &str,
+) -> Result<Vec<ColumnDef>, String> {
+    let mut seen = std::collections::HashSet::new();
+    specs
+        .iter()
+        .map(|s| {
+            if !seen.insert(s.name.to_ascii_lowercase()) {
+                return Err(format!("duplicate column `{}`", s.name));
+            }
+            column_from_spec(s, table_charset)
+        })
+        .collect()
+}
+
+fn index_of(columns: &[ColumnDef], name: &str) -> Result<usize, String> {
+    columns
+        .iter()
+        .position(|c| c.name.eq_ignore_ascii_case(name))
+        .ok_or_else(|| format!("no column `{name}`"))
+}
+
+fn insert_at(
+    columns: &mut Vec<ColumnDef>,
+    column: ColumnDef,
+    position: &ColumnPosition,
+) -> Result<(), String> {
+    match position {
+        ColumnPosition::Last => columns.push(column),
+        ColumnPosition::First => columns.insert(0, column),
+        ColumnPosition::After(name) => {
+            let i = index_of(columns, name)?;
+            columns.insert(i + 1, column);
+        }
+    }
+    Ok(())
+}
+
+/// The result of an ALTER TABLE on one table.
+#[derive(Debug)]
+pub struct Altered {
+    pub columns: Vec<ColumnDef>,
+    pub charset: String,
+    pub renamed_to: Option<TableName>,
+}
+
+/// Applies ALTER TABLE operations in order, as the server does.
+pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, String> {
+    let mut columns = base.columns.clone();
+    let mut charset = base.charset.clone().unwrap_or_else(|| "utf8mb4".into());
+    let mut renamed_to = None;
+    for op in ops {
+        match op {
+            AlterOp::Add(spec, position) => {
+                if index_of(&columns, &spec.name).is_ok() {
+                    return Err(format!("column `{}` already exists", spec.name));
+                }
+                let column = column_from_spec(spec, &charset)?;
+                insert_at(&mut columns, column, position)?;
+            }
+            AlterOp::Drop(name) => {
+                let i = index_of(&columns, name)?;
+                columns.remove(i);
+            }
+            AlterOp::Change {
+                old,
+                column,
+                position,
+            } => {
+                let i = index_of(&columns, old)?;
+                let was_pk = columns[i].primary_key;
+                let mut new = column_from_spec(column, &charset)?;
+                new.primary_key |= was_pk;
+                if new.primary_key {
+                    new.nullable = false;
+                }
+                match position {
+                    ColumnPosition::Last => columns[i] = new,
+                    p => {
+                        columns.remove(i);
+                        insert_at(&mut columns, new, p)?;
+                    }
+                }
+            }
+            AlterOp::RenameColumn { old, new } => {
+                let i = index_of(&columns, old)?;
+                columns[i].name = new.clone();
+            }
+            AlterOp::AddPrimaryKey(names) => {
+                for name in names {
+                    let i = index_of(&columns, name)?;
+                    columns[i].primary_key = true;
+                    columns[i].nullable = false;
+                }
+            }
+            AlterOp::DropPrimaryKey => {
+                for c in &mut columns {
+                    c.primary_key = false;
+                }
+            }
+            AlterOp::RenameTo(t) => renamed_to = Some(t.clone()),
+            AlterOp::ConvertCharset(cs) => {
+                charset = cs.clone();
+                for c in &mut columns {
+                    if c.charset.is_some() && types::is_textual(&c.mysql_type) {
+                        *c = ColumnDef::new(
+                            c.name.clone(),
+                            c.mysql_type.clone(),
+                            Some(cs.clone()),
+                            c.nullable,
+                            c.primary_key,
+                        )?;
+                    }
+                }
+            }
+            AlterOp::DefaultCharset(cs) => charset = cs.clone(),
+        }
+    }
+    Ok(Altered {
+        columns,
+        charset,
+        renamed_to,
+    })
+}
+
+fn quote_labels(labels: &[String]) -> String {
+    labels
+        .iter()
+        .map(|l| format!("'{}'", l.replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Derives a table's shape from a TABLE_MAP with full optional metadata
+/// (`binlog_row_metadata=FULL`): names, signedness, charsets, ENUM/SET
+/// labels and the primary key. `None` when the metadata is not there.
+pub fn derive_from_table_map(tme: &TableMapEvent<'_>) -> Result<Option<Vec<ColumnDef>>, String> {
+    let n = tme.columns_count() as usize;
+    let mut names: Option<Vec<String>> = None;
+    let mut unsigned_flags: Vec<bool> = Vec::new();
+    let mut default_charset: Option<u16> = None;
+    let mut column_charsets: Option<Vec<u16>> = None;
+    let mut enum_sets: (Vec<Vec<String>>, Vec<Vec<String>>) = (Vec::new(), Vec::new());
+    let mut pk: Vec<usize> = Vec::new();
+    for field in tme.iter_optional_meta() {
+        match field.map_err(|e| format!("bad TABLE_MAP metadata: {e}"))? {
+            OptionalMetadataField::ColumnName(cn) => {
+                names = Some(
+                    cn.iter_names()
+                        .filter_map(|r| r.ok())
+                        .map(|c| c.name().into_owned())
+                        .collect(),
+                )
+            }
+            OptionalMetadataField::Signedness(bits) => {
+                unsigned_flags = bits.iter().map(|b| *b).collect()
+            }
+            OptionalMetadataField::DefaultCharset(dc) => {
+                default_charset = Some(dc.default_charset());
+                let mut all = vec![dc.default_charset(); n];
+                for nd in dc.iter_non_default().filter_map(|r| r.ok()) {
+                    if let Some(slot) = all.get_mut(nd.column_index() as usize) {
+                        *slot = nd.charset();
+                    }
+                }
+                column_charsets = Some(all);
+            }
+            OptionalMetadataField::ColumnCharset(cc) => {
+                column_charsets = Some(cc.iter_charsets().filter_map(|r| r.ok()).collect())
+            }
+            OptionalMetadataField::EnumStrValue(v) => {
+                enum_sets.0 = v
+                    .iter_values()
+                    .filter_map(|r| r.ok())
+                    .map(|e| e.values().iter().map(|x| x.value().into_owned()).collect())
+                    .collect()
+            }
+            OptionalMetadataField::SetStrValue(v) => {
+                enum_sets.1 = v
+                    .iter_values()
+                    .filter_map(|r| r.ok())
+                    .map(|e| e.values().iter().map(|x| x.value().into_owned()).collect())
+                    .collect()
+            }
+            OptionalMetadataField::SimplePrimaryKey(k) => {
+                pk = k
+                    .iter_indexes()
+                    .filter_map(|r| r.ok())
+                    .map(|i| i as usize)
+                    .collect()
+            }
+            OptionalMetadataField::PrimaryKeyWithPrefix(k) => {
+                pk = k
+                    .iter_keys()
+                    .filter_map(|r| r.ok())
+                    .map(|k| k.column_index() as usize)
+                    .collect()
+            }
+            _ => {}
+        }
+    }
+    let Some(names) = names else { return Ok(None) };
+    if names.len() != n {
+        return Err(format!("TABLE_MAP names {} columns of {n}", names.len()));
+    }
+    let _ = default_charset;
+    // Charsets are listed for character columns only, in column order;
+    // signedness for numeric columns only; labels for ENUM and SET columns.
+    let (mut text_i, mut num_i, mut enum_i, mut set_i) = (0, 0, 0, 0);
+    let mut columns = Vec::with_capacity(n);
+    for (i, name) in names.into_iter().enumerate() {
+        let ty = tme
+            .get_column_type(i)
+            .map_err(|e| format!("column {name}: {e}"))?
+            .ok_or_else(|| format!("column {name}: no type"))?;
+        let meta = tme.get_column_metadata(i).unwrap_or(&[]);
+        let m0 = meta.first().copied().unwrap_or(0) as u64;
+        let m1 = meta.get(1).copied().unwrap_or(0) as u64;
+        let mut numeric = |base: &str| {
+            let unsigned = unsigned_flags.get(num_i).copied().unwrap_or(false);
+            num_i += 1;
+            if unsigned {
+                format!("{base} unsigned")
+            } else {
+                base.to_string()
+            }
+        };
+        let mut charset = || -> Result<Option<String>, String> {
+            let id = column_charsets
+                .as_ref()
+                .and_then(|c| c.get(text_i))
+                .copied();
+            text_i += 1;
+            match id {
+                None => Ok(None),
+                Some(id) => {
+                    let cs = Collation::from(CollationId::from(id)).charset().to_string();
+                    if cs.is_empty() {
+                        Err(format!("column {name}: unknown collation id {id}"))
+                    } else {
+                        Ok(Some(cs))
+                    }
+                }
+            }
+        };
+        use ColumnType as T;
+        let (mysql_type, cs) = match ty {
+            T::MYSQL_TYPE_TINY => (numeric("tinyint"), None),
+            T::MYSQL_TYPE_SHORT => (numeric("smallint"), None),
+            T::MYSQL_TYPE_INT24 => (numeric("mediumint"), None),
+            T::MYSQL_TYPE_LONG => (numeric("int"), None),
+            T::MYSQL_TYPE_LONGLONG => (numeric("bigint"), None),
+            T::MYSQL_TYPE_FLOAT => (numeric("float"), None),
+            T::MYSQL_TYPE_DOUBLE => (numeric("double"), None),
+            T::MYSQL_TYPE_NEWDECIMAL => (numeric(&format!("decimal({m0},{m1})")), None),
+            T::MYSQL_TYPE_YEAR => ("year".to_string(), None),
+            T::MYSQL_TYPE_DATE | T::MYSQL_TYPE_NEWDATE => ("date".to_string(), None),
+            T::MYSQL_TYPE_DATETIME2 => (format!("datetime({m0})"), None),
+            T::MYSQL_TYPE_TIMESTAMP2 => (format!("timestamp({m0})"), None),
+            T::MYSQL_TYPE_TIME2 => (format!("time({m0})"), None),
+            T::MYSQL_TYPE_DATETIME => ("datetime".to_string(), None),
+            T::MYSQL_TYPE_TIMESTAMP => ("timestamp".to_string(), None),
+            T::MYSQL_TYPE_TIME => ("time".to_string(), None),
+            T::MYSQL_TYPE_BIT => (format!("bit({})", m1 * 8 + m0), None),
+            T::MYSQL_TYPE_ENUM => {
+                let labels = enum_sets.0.get(enum_i).cloned().unwrap_or_default();
+                enum_i += 1;
+                (format!("enum({})", quote_labels(&labels)), None)
+            }
+            T::MYSQL_TYPE_SET => {
+                let labels = enum_sets.1.get(set_i).cloned().unwrap_or_default();
+                set_i += 1;
+                (format!("set({})", quote_labels(&labels)), None)
+            }
+            T::MYSQL_TYPE_STRING => {
+                let cs = charset()?;
+                match cs.as_deref() {
+                    Some("binary") | None => (format!("binary({m1})"), None),
+                    _ => ("char".to_string(), cs),
+                }
+            }
+            T::MYSQL_TYPE_VARCHAR | T::MYSQL_TYPE_VAR_STRING => {
+                let cs = charset()?;
+                match cs.as_deref() {
+                    Some("binary") | None => ("varbinary".to_string(), None),
+                    _ => ("varchar".to_string(), cs),
+                }
+            }
+            T::MYSQL_TYPE_BLOB
+            | T::MYSQL_TYPE_TINY_BLOB
+            | T::MYSQL_TYPE_MEDIUM_BLOB
+            | T::MYSQL_TYPE_LONG_BLOB => {
+                let cs = charset()?;
+                let size = ["tiny", "", "medium", "long"][(m0 as usize).clamp(1, 4) - 1];
+                match cs.as_deref() {
+                    Some("binary") | None => (format!("{size}blob"), None),
+                    _ => (format!("{size}text"), cs),
+                }
+            }
+            T::MYSQL_TYPE_JSON => ("json".to_string(), None),
+            T::MYSQL_TYPE_GEOMETRY => ("geometry".to_string(), None),
+            other => return Err(format!("column {name}: type {other:?} has no mapping")),
+        };
+        columns.push(ColumnDef::new(name, mysql_type, cs, true, pk.contains(&i))?);
+    }
+    Ok(Some(columns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ddl::{parse_ddl, Change};
+
+    fn create(sql: &str) -> TableSchema {
+        let Change::Create {
+            table,
+            columns,
+            charset,
+            ..
+        } = parse_ddl(sql, "s").unwrap().remove(0)
+        else {
+            panic!()
+        };
+        let charset = charset.unwrap_or_else(|| "utf8mb4".into());
+        TableSchema {
+            database: table.0,
+            name: table.1,
+            version: 1,
+            columns: columns_from_specs(&columns, &charset).unwrap(),
+            charset: Some(charset),
+        }
+    }
+
+    fn alter(base: &TableSchema, sql: &str) -> Result<Altered, String> {
+        let Change::Alter { ops, .. } = parse_ddl(sql, "s").unwrap().remove(0) else {
+            panic!()
+        };
+        apply_alter(base, &ops)
+    }
+
+    #[test]
+    fn alter_clauses_apply_in_order() {
+        let t = create(
+            "CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5), b INT) DEFAULT CHARSET=latin1",
+        );
+        assert_eq!(t.columns[1].charset.as_deref(), Some("latin1"));
+        let a = alter(
+            &t,
+            "ALTER TABLE t ADD c TEXT FIRST, DROP b, CHANGE a a2 VARCHAR(9) AFTER id, ADD d INT AFTER c, \
+             CONVERT TO CHARACTER SET utf8mb4",
+        )
+        .unwrap();
+        let names: Vec<&str> = a.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, vec!["c", "d", "id", "a2"]);
+        assert!(a
+            .columns
+            .iter()
+            .filter(|c| c.charset.is_some())
+            .all(|c| c.charset.as_deref() == Some("utf8mb4")));
+        assert!(a.columns[2].primary_key);
+        assert_eq!(a.charset, "utf8mb4");
+    }
+
+    #[test]
+    fn bad_alters_are_errors_not_guesses() {
+        let t = create("CREATE TABLE t (id INT)");
+        assert!(alter(&t, "ALTER TABLE t DROP nope")
+            .unwrap_err()
+            .contains("nope"));
+        assert!(alter(&t, "ALTER TABLE t ADD id INT")
+            .unwrap_err()
+            .contains("exists"));
+        assert!(alter(&t, "ALTER TABLE t ADD x INT AFTER ghost")
+            .unwrap_err()
+            .contains("ghost"));
+    }
+
+    #[test]
+    fn enum_label_change_and_primary_key_moves() {
+        let t = create("CREATE TABLE t (id INT, e ENUM('a','b'))");
+        let a = alter(
+            &t,
+            "ALTER TABLE t MODIFY e ENUM('a','b','c') NOT NULL, ADD PRIMARY KEY (id)",
+        )
+        .unwrap();
+        assert!(
+            matches!(&a.columns[1].kind, crate::schema::ColumnKind::Enum { labels } if labels.len() == 3)
+        );
+        assert!(a.columns[0].primary_key);
+        let b = apply_alter(
+            &TableSchema {
+                columns: a.columns,
+                ..t
+            },
+            &[AlterOp::DropPrimaryKey],
+        )
+        .unwrap();
+        assert!(!b.columns[0].primary_key);
+    }
+}

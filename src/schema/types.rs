@@ -1,0 +1,251 @@
+//! MySQL column type text (`decimal(10,2) unsigned`, `enum('a','b')`,
+//! `VARCHAR(20)`) to a [`ColumnKind`]. The same text comes from
+//! `information_schema.COLUMNS.COLUMN_TYPE` and from DDL statements, so one
+//! parser serves the bootstrap, the DDL history and the durable copy.
+
+use std::sync::Arc;
+
+use super::{Charset, ColumnKind};
+
+/// The base type name and its parenthesised arguments, lower-cased.
+struct TypeText<'a> {
+    base: String,
+    args: &'a str,
+    unsigned: bool,
+}
+
+fn split(text: &str) -> Result<TypeText<'_>, String> {
+    let t = text.trim();
+    let base_end = t
+        .find(|c: char| c == '(' || c.is_whitespace())
+        .unwrap_or(t.len());
+    let base = t[..base_end].to_ascii_lowercase();
+    let mut rest = t[base_end..].trim_start();
+    let mut args = "";
+    if rest.starts_with('(') {
+        // Find the matching parenthesis, skipping quoted labels.
+        let mut depth = 0;
+        let mut quote: Option<char> = None;
+        let mut end = None;
+        let mut chars = rest.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            match (quote, c) {
+                (Some(q), c) if c == q => {
+                    if chars.peek().map(|(_, n)| *n) == Some(q) {
+                        chars.next();
+                    } else {
+                        quote = None;
+                    }
+                }
+                (Some(_), '\\') => {
+                    chars.next();
+                }
+                (Some(_), _) => {}
+                (None, '\'' | '"') => quote = Some(c),
+                (None, '(') => depth += 1,
+                (None, ')') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let end = end.ok_or_else(|| format!("unbalanced parentheses in type `{text}`"))?;
+        args = &rest[1..end];
+        rest = &rest[end + 1..];
+    }
+    let unsigned = rest
+        .to_ascii_lowercase()
+        .split_whitespace()
+        .any(|w| w == "unsigned");
+    Ok(TypeText {
+        base,
+        args,
+        unsigned,
+    })
+}
+
+fn numbers(args: &str) -> Vec<u64> {
+    args.split(',')
+        .filter_map(|a| a.trim().parse().ok())
+        .collect()
+}
+
+/// Maps a type text and the column's charset name to a [`ColumnKind`].
+pub fn kind_from_type(text: &str, charset: Option<&str>) -> Result<ColumnKind, String> {
+    let t = split(text)?;
+    let n = numbers(t.args);
+    let unsigned = t.unsigned;
+    let fsp = || n.first().copied().unwrap_or(0).min(6) as u8;
+    let text_kind = |charset: Option<&str>| -> Result<ColumnKind, String> {
+        match charset {
+            None | Some("binary") => Ok(ColumnKind::Binary { pad_to: None }),
+            Some(cs) => Charset::from_mysql(cs)
+                .map(|charset| ColumnKind::Text { charset })
+                .ok_or_else(|| format!("character set {cs} is not supported")),
+        }
+    };
+    Ok(match t.base.as_str() {
+        "tinyint" | "bool" | "boolean" => ColumnKind::Int { bytes: 1, unsigned },
+        "smallint" => ColumnKind::Int { bytes: 2, unsigned },
+        "mediumint" => ColumnKind::Int { bytes: 3, unsigned },
+        "int" | "integer" => ColumnKind::Int { bytes: 4, unsigned },
+        "bigint" => ColumnKind::Int { bytes: 8, unsigned },
+        "serial" => ColumnKind::Int {
+            bytes: 8,
+            unsigned: true,
+        },
+        "float" => ColumnKind::Float,
+        "double" | "real" => ColumnKind::Double,
+        "decimal" | "numeric" | "dec" | "fixed" => ColumnKind::Decimal {
+            precision: n.first().copied().unwrap_or(10) as u8,
+            scale: n.get(1).copied().unwrap_or(0) as u8,
+        },
+        "date" => ColumnKind::Date,
+        "datetime" => ColumnKind::DateTime { fsp: fsp() },
+        "timestamp" => ColumnKind::Timestamp { fsp: fsp() },
+        "time" => ColumnKind::Time { fsp: fsp() },
+        "year" => ColumnKind::Year,
+        "bit" => ColumnKind::Bit {
+            bits: n.first().copied().unwrap_or(1) as u16,
+        },
+        "enum" => ColumnKind::Enum {
+            labels: Arc::from(parse_labels(t.args)?),
+        },
+        "set" => ColumnKind::Set {
+            labels: Arc::from(parse_labels(t.args)?),
+        },
+        "char" | "character" | "nchar" | "varchar" | "nvarchar" | "tinytext" | "text"
+        | "mediumtext" | "longtext" => text_kind(charset)?,
+        "binary" => ColumnKind::Binary {
+            pad_to: Some(n.first().copied().unwrap_or(1) as usize),
+        },
+        "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
+            ColumnKind::Binary { pad_to: None }
+        }
+        // MariaDB's JSON is an alias of LONGTEXT with a charset; MySQL's is binary JSON.
+        "json" if charset.is_some_and(|c| c != "binary") => text_kind(charset)?,
+        "json" => ColumnKind::Json,
+        "geometry" | "point" | "linestring" | "polygon" | "multipoint" | "multilinestring"
+        | "multipolygon" | "geometrycollection" | "geomcollection" => ColumnKind::Geometry,
+        other => return Err(format!("type {other} is not supported")),
+    })
+}
+
+/// Whether values of this type carry a character set.
+pub fn is_textual(text: &str) -> bool {
+    matches!(
+        split(text).map(|t| t.base).as_deref(),
+        Ok("char"
+            | "character"
+            | "nchar"
+            | "varchar"
+            | "nvarchar"
+            | "tinytext"
+            | "text"
+            | "mediumtext"
+            | "longtext"
+            | "enum"
+            | "set")
+    )
+}
+
+/// The labels of an ENUM/SET argument list `'a','b''c'`, unquoted.
+pub fn parse_labels(args: &str) -> Result<Vec<String>, String> {
+    let mut labels = Vec::new();
+    let mut chars = args.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                let q = c;
+                let mut label = String::new();
+                loop {
+                    match chars.next() {
+                        Some(ch) if ch == q && chars.peek() == Some(&q) => {
+                            chars.next();
+                            label.push(q);
+                        }
+                        Some(ch) if ch == q => break,
+                        Some('\\') => match chars.next() {
+                            Some(e) => label.push(e),
+                            None => return Err("unterminated label".into()),
+                        },
+                        Some(ch) => label.push(ch),
+                        None => return Err("unterminated label".into()),
+                    }
+                }
+                labels.push(label);
+            }
+            ',' => {}
+            c if c.is_whitespace() => {}
+            other => return Err(format!("unexpected `{other}` in label list")),
+        }
+    }
+    Ok(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn information_schema_and_ddl_spellings_agree() {
+        for (a, b) in [
+            ("int(11) unsigned", "INT UNSIGNED"),
+            ("decimal(10,2)", "DECIMAL(10,2)"),
+            ("enum('a','b''c')", "ENUM('a', 'b''c')"),
+            ("datetime(6)", "DATETIME(6)"),
+            ("tinyint(1)", "BOOLEAN"),
+        ] {
+            assert_eq!(
+                kind_from_type(a, None),
+                kind_from_type(b, None),
+                "{a} vs {b}"
+            );
+        }
+    }
+
+    #[test]
+    fn kinds() {
+        assert_eq!(
+            kind_from_type("bigint(20) unsigned", None),
+            Ok(ColumnKind::Int {
+                bytes: 8,
+                unsigned: true
+            })
+        );
+        assert_eq!(
+            kind_from_type("binary(8)", None),
+            Ok(ColumnKind::Binary { pad_to: Some(8) })
+        );
+        assert_eq!(
+            kind_from_type("varchar(10)", Some("latin1")),
+            Ok(ColumnKind::Text {
+                charset: Charset::Legacy(encoding_rs::WINDOWS_1252)
+            })
+        );
+        assert_eq!(
+            kind_from_type("DECIMAL(5)", None),
+            Ok(ColumnKind::Decimal {
+                precision: 5,
+                scale: 0
+            })
+        );
+        assert_eq!(
+            kind_from_type("longtext", Some("utf8mb4")),
+            Ok(ColumnKind::Text {
+                charset: Charset::Utf8
+            })
+        );
+        assert_eq!(kind_from_type("json", None), Ok(ColumnKind::Json));
+        assert!(kind_from_type("vector(3)", None).is_err());
+        assert_eq!(
+            parse_labels("'a','b''c','d,e'").unwrap(),
+            vec!["a", "b'c", "d,e"]
+        );
+        assert!(is_textual("ENUM('x')") && !is_textual("int"));
+    }
+}
