@@ -35,13 +35,14 @@ pub enum Error {
     #[error("schema of {table}: {message}")]
     Schema { table: String, message: String },
 
-    /// A DDL statement changed a captured table; this release cannot follow it.
-    #[error("DDL on captured table {table} at {file}:{pos}: `{statement}`; this release stops on schema changes of captured tables: restart from a position after the statement (start = {{ file, pos }} on an empty lake) once the lake's readers know the new shape")]
-    UnsupportedDdl {
+    /// A DDL statement on a captured table could not be read.
+    #[error("cannot apply DDL on captured table {table} at {file}:{pos}: `{statement}`: {why}; if the statement is valid, record the table's shape after it with `sluice schema resync --config FILE {table}` and start sluice again")]
+    UnparseableDdl {
         table: String,
         file: String,
         pos: u64,
         statement: String,
+        why: String,
     },
 
     /// Another writer committed the manifest this sidecar was about to write.

@@ -17,8 +17,10 @@ use crate::config::{Config, StartPosition};
 use crate::decode::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
 use crate::decode::{self, classify_query, event_type as et, QueryKind};
 use crate::error::{Error, Result};
-use crate::schema::ddl::{ddl_effect, DdlEffect};
-use crate::schema::{bootstrap, TableSchema};
+use crate::schema::bootstrap;
+use crate::schema::history::{self, SchemaHistory};
+
+use crate::schema::tracker::{SchemaTracker, StreamPoint};
 use crate::sink;
 use crate::source::{self, BinlogPosition, ServerInfo};
 use object_store::ObjectStoreExt;
@@ -37,14 +39,12 @@ pub struct RunSummary {
     pub zero_dates: u64,
 }
 
-type TableKey = (String, String);
-
 struct Pipeline<'a> {
     config: &'a Config,
     lake: Lake,
     server: ServerInfo,
     writer_id: String,
-    schemas: HashMap<TableKey, Arc<TableSchema>>,
+    tracker: SchemaTracker,
     /// TABLE_MAP table id → decode plan; `None` for tables the filter excludes.
     plans: HashMap<u64, Option<Arc<TablePlan>>>,
     buffers: BTreeMap<String, TableBuffer>,
@@ -63,6 +63,8 @@ struct Pipeline<'a> {
     in_tx: bool,
     tx_rows: u64,
     tx_gtid: Option<String>,
+    /// The transaction is a DDL statement: it consumes a `_tx_seq` of its own.
+    tx_ddl: bool,
     /// MariaDB GTID state: domain → `domain-server-seq`.
     gtid_state: BTreeMap<u64, String>,
     last_checkpoint: Instant,
@@ -105,11 +107,9 @@ pub async fn run(
         }
     };
     let head = source::head(&mut conn).await?;
-    let schemas = bootstrap::read_tables(&mut conn, &config.filter).await?;
-    info!(
-        tables = schemas.len(),
-        "schema bootstrap from information_schema"
-    );
+    let tables = bootstrap::read_tables(&mut conn, &config.filter).await?;
+    let db_charsets = bootstrap::database_charsets(&mut conn).await?;
+    let server_charset = bootstrap::server_charset(&mut conn).await?;
     drop(conn);
 
     let removed = lake.remove_orphans(committed.as_ref()).await?;
@@ -119,6 +119,23 @@ pub async fn run(
             "removed data files of uncommitted checkpoints"
         );
     }
+    // The schema history: roll back versions of uncommitted checkpoints and
+    // rebuild what a lost state dir forgot, then follow the stream.
+    let committed_seq = committed.as_ref().map(|m| m.seq).unwrap_or(0);
+    let history = SchemaHistory::open(&config.state_dir)?;
+    let report = history
+        .sync_with_lake(lake.store.as_ref(), committed_seq)
+        .await?;
+    if report != Default::default() {
+        info!(
+            rolled_back = report.rolled_back,
+            loaded_from_lake = report.loaded,
+            orphans = report.orphans_removed,
+            "schema history synchronised with the lake"
+        );
+    }
+    let mut tracker =
+        SchemaTracker::new(history, config.filter.clone(), db_charsets, server_charset)?;
 
     let cursor = match &committed {
         Some(m) => m.cursor.clone(),
@@ -130,12 +147,36 @@ pub async fn run(
             next_tx_seq: 1,
         },
     };
+    // Tables the history does not know yet (an empty lake, or a widened
+    // filter) start with their shape from information_schema at this position.
+    let here = StreamPoint {
+        position: start.clone(),
+        gtid: cursor.gtid.clone(),
+        timestamp: chrono::Utc::now().timestamp() as u32,
+        tx_seq: cursor.next_tx_seq - 1,
+        checkpoint: committed_seq + 1,
+    };
+    let unknown: Vec<_> = tables
+        .into_values()
+        .filter(|t| !tracker.known(&(t.database.clone(), t.name.clone())))
+        .collect();
+    if !unknown.is_empty() {
+        info!(tables = unknown.len(), at = %start, "schema bootstrap from information_schema");
+        tracker.bootstrap(unknown, &here)?;
+    }
+    let all: Vec<_> = tracker
+        .history()
+        .latest_all()?
+        .into_iter()
+        .map(|v| (v.schema.database, v.schema.name))
+        .collect();
+    tracker.apply_pending_resyncs(&all, &here, "-- sluice schema resync")?;
     let mut p = Pipeline {
         config,
         lake,
         server,
         writer_id: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
-        schemas: schemas.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+        tracker,
         plans: HashMap::new(),
         buffers: BTreeMap::new(),
         pending: Vec::new(),
@@ -150,6 +191,7 @@ pub async fn run(
         in_tx: false,
         tx_rows: 0,
         tx_gtid: None,
+        tx_ddl: false,
         last_checkpoint: Instant::now(),
         stats: DecodeStats::default(),
         summary: RunSummary::default(),
@@ -283,6 +325,10 @@ impl Pipeline<'_> {
         self.buffers.clear();
         self.plans.clear();
         self.file_counter = 0;
+        let committed_seq = self.committed.as_ref().map(|m| m.seq).unwrap_or(0);
+        if let Err(e) = self.tracker.rollback(committed_seq) {
+            warn!(error = %e, "could not roll back the schema history; the next start does");
+        }
         self.cursor = match &self.committed {
             Some(m) => m.cursor.clone(),
             None => self.origin.clone(),
@@ -294,6 +340,7 @@ impl Pipeline<'_> {
         self.in_tx = false;
         self.tx_rows = 0;
         self.tx_gtid = None;
+        self.tx_ddl = false;
         self.position()
     }
 
@@ -310,6 +357,7 @@ impl Pipeline<'_> {
 
     fn dirty(&self) -> bool {
         !self.pending.is_empty()
+            || self.tracker.is_dirty()
             || self.buffers.values().any(|b| b.rows() > 0)
             || self.committed.as_ref().map(|m| &m.cursor) != Some(&self.cursor)
     }
@@ -368,7 +416,12 @@ impl Pipeline<'_> {
                         Ok(true)
                     }
                     QueryKind::Other => {
-                        self.check_ddl(&q.schema(), &statement, start)?;
+                        let at = self.stream_point(start, header.timestamp());
+                        let fx = self.tracker.apply_ddl(&statement, &q.schema(), &at)?;
+                        if fx.captured {
+                            self.tx_ddl = true;
+                            self.apply_ddl_effects(fx, &at).await?;
+                        }
                         self.boundary(end);
                         Ok(true)
                     }
@@ -379,29 +432,17 @@ impl Pipeline<'_> {
                 Ok(true)
             }
             et::TABLE_MAP => {
-                let tme: TableMapEvent<'_> = event.read_event().map_err(|e| at(format!("bad TABLE_MAP: {e}")))?;
-                let key = (tme.database_name().into_owned(), tme.table_name().into_owned());
-                let plan = if self.config.filter.captures(&key.0, &key.1) {
-                    let schema = self.schemas.get(&key).ok_or_else(|| Error::Schema {
-                        table: format!("{}.{}", key.0, key.1),
-                        message: format!(
-                            "rows at {}:{start} but the table was not in the schema bootstrap (created after sluice started?); this release needs every captured table to exist at start",
-                            self.file
-                        ),
-                    })?;
-                    let plan = TablePlan::new(Arc::clone(schema), &tme).map_err(|message| Error::Schema {
-                        table: schema.qualified_name(),
-                        message: format!("at {}:{start}: {message}", self.file),
-                    })?;
-                    Some(Arc::new(plan))
-                } else {
-                    None
-                };
+                let tme: TableMapEvent<'_> = event
+                    .read_event()
+                    .map_err(|e| at(format!("bad TABLE_MAP: {e}")))?;
+                let point = self.stream_point(start, header.timestamp());
+                let plan = self.tracker.plan_for(&tme, &point)?;
                 self.plans.insert(tme.table_id(), plan);
                 Ok(false)
             }
             et::WRITE_ROWS_V1 | et::UPDATE_ROWS_V1 | et::DELETE_ROWS_V1 | et::WRITE_ROWS_V2 | et::UPDATE_ROWS_V2
             | et::DELETE_ROWS_V2 => {
+                self.close_outdated_buffer(body).await?;
                 self.rows_event(ty, body, start, header.timestamp())?;
                 self.apply_memory_limits().await?;
                 Ok(false)
@@ -414,6 +455,25 @@ impl Pipeline<'_> {
             )),
             _ => Ok(false),
         }
+    }
+
+    /// One Parquet file never mixes schema versions: when the rows event's
+    /// table has a newer version than its open buffer, the buffer is written out.
+    async fn close_outdated_buffer(&mut self, body: &[u8]) -> Result<()> {
+        let table_id = decode::values::le_uint(body.get(..6).unwrap_or_default());
+        let Some(Some(plan)) = self.plans.get(&table_id) else {
+            return Ok(());
+        };
+        let name = plan.schema.qualified_name();
+        if self
+            .buffers
+            .get(&name)
+            .is_some_and(|b| !Arc::ptr_eq(&b.table, &plan.schema))
+        {
+            self.flush_table(&name).await?;
+            self.buffers.remove(&name);
+        }
+        Ok(())
     }
 
     fn rows_event(&mut self, ty: u8, body: &[u8], start: u64, timestamp: u32) -> Result<()> {
@@ -498,30 +558,65 @@ impl Pipeline<'_> {
         Ok(())
     }
 
-    fn check_ddl(&self, default_db: &str, statement: &str, start: u64) -> Result<()> {
-        let captured = |(db, table): &(String, String)| self.config.filter.captures(db, table);
-        let hit = match ddl_effect(statement, default_db) {
-            DdlEffect::Tables(tables) => tables.into_iter().find(|t| captured(t)),
-            DdlEffect::DropDatabase(db) => self.schemas.keys().find(|(d, _)| *d == db).cloned(),
-            DdlEffect::None => None,
-        };
-        match hit {
-            Some((db, table)) => Err(Error::UnsupportedDdl {
-                table: format!("{db}.{table}"),
+    /// Where the stream is, for schema versions taking effect here.
+    fn stream_point(&self, start: u64, timestamp: u32) -> StreamPoint {
+        StreamPoint {
+            position: BinlogPosition {
                 file: self.file.clone(),
                 pos: start,
-                statement: statement.split_whitespace().collect::<Vec<_>>().join(" "),
-            }),
-            None => Ok(()),
+            },
+            gtid: self.tx_gtid.clone(),
+            timestamp,
+            tx_seq: self.next_tx_seq,
+            checkpoint: self.next_manifest_seq(),
         }
+    }
+
+    /// A DDL statement changed captured tables: `truncate` markers for
+    /// TRUNCATE/DROP, then the affected buffers are written out so that no
+    /// file mixes two schema versions.
+    async fn apply_ddl_effects(
+        &mut self,
+        fx: crate::schema::tracker::DdlEffects,
+        at: &StreamPoint,
+    ) -> Result<()> {
+        for shape in fx.markers {
+            let name = shape.qualified_name();
+            let needs_new = self
+                .buffers
+                .get(&name)
+                .is_none_or(|b| !Arc::ptr_eq(&b.table, &shape));
+            if needs_new {
+                self.flush_table(&name).await?;
+                self.buffers
+                    .insert(name.clone(), TableBuffer::new(Arc::clone(&shape)));
+            }
+            let origin = RowOrigin {
+                tx_seq: at.tx_seq,
+                file: &self.file,
+                pos: at.position.pos,
+                gtid: at.gtid.as_deref(),
+                timestamp: at.timestamp,
+            };
+            if let Some(b) = self.buffers.get_mut(&name) {
+                b.push_marker(self.next_seq, &origin);
+                self.next_seq += 1;
+            }
+        }
+        for name in fx.closed {
+            self.flush_table(&name).await?;
+            self.buffers.remove(&name);
+        }
+        Ok(())
     }
 
     /// The end of a transaction (XID, COMMIT, or a DDL statement).
     fn boundary(&mut self, end: u64) {
         self.in_tx = false;
-        if self.tx_rows > 0 {
+        if self.tx_rows > 0 || self.tx_ddl {
             self.next_tx_seq += 1;
         }
+        self.tx_ddl = false;
         self.tx_rows = 0;
         if let Some(gtid) = self.tx_gtid.take() {
             if let Some(domain) = gtid.split('-').next().and_then(|d| d.parse().ok()) {
@@ -621,20 +716,27 @@ impl Pipeline<'_> {
             },
             cursor: self.cursor.clone(),
             files: std::mem::take(&mut self.pending),
-            ddl: Vec::new(),
+            ddl: self.tracker.uncommitted().1.to_vec(),
             totals,
         };
+        // The schema versions of this checkpoint become durable with it:
+        // their objects are written first and named after its seq.
+        let mut schema_objects = Vec::new();
+        for v in self.tracker.uncommitted().0 {
+            schema_objects
+                .push(history::put_version(self.lake.store.as_ref(), v, &self.writer_id).await?);
+        }
         if let Err(e) = self.lake.commit(&manifest).await {
             if matches!(e, Error::Fenced { .. }) {
                 // Our files can never be committed: leave no orphans behind.
-                for f in &manifest.files {
-                    if let Err(del) = self
-                        .lake
-                        .store
-                        .delete(&object_store::path::Path::from(f.path.as_str()))
-                        .await
-                    {
-                        warn!(path = %f.path, error = %del, "could not delete an uncommitted file");
+                let paths = manifest
+                    .files
+                    .iter()
+                    .map(|f| object_store::path::Path::from(f.path.as_str()))
+                    .chain(schema_objects);
+                for path in paths {
+                    if let Err(del) = self.lake.store.delete(&path).await {
+                        warn!(%path, error = %del, "could not delete an uncommitted file");
                     }
                 }
             }
@@ -642,6 +744,7 @@ impl Pipeline<'_> {
         }
         info!(seq = manifest.seq, files = manifest.files.len(), cursor = %self.position(), "committed");
         self.summary.manifests += 1;
+        self.tracker.committed();
         self.summary.rows += manifest.files.iter().map(|f| f.rows).sum::<u64>();
         self.committed = Some(manifest);
         self.file_counter = 0;

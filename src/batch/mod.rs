@@ -21,6 +21,8 @@ pub enum RowOp {
     Insert,
     Update,
     Delete,
+    /// A marker row (table columns null): every earlier row of the table is gone.
+    Truncate,
 }
 
 impl RowOp {
@@ -29,6 +31,7 @@ impl RowOp {
             RowOp::Insert => "insert",
             RowOp::Update => "update",
             RowOp::Delete => "delete",
+            RowOp::Truncate => "truncate",
         }
     }
 }
@@ -146,6 +149,14 @@ impl TableBuffer {
         self.sql.append_null();
         self.rows += 1;
         self.approx_bytes += value_bytes + CDC_ROW_BYTES + 8 * self.columns.len();
+    }
+
+    /// Appends a `truncate` marker row: every table column null.
+    pub fn push_marker(&mut self, seq: i64, origin: &RowOrigin<'_>) {
+        for b in &mut self.columns {
+            b.append_null();
+        }
+        self.finish_row(RowOp::Truncate, seq, origin, 0);
     }
 
     /// Drains the builders into one record batch; the buffer is empty afterwards.

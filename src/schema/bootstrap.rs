@@ -69,3 +69,12 @@ pub async fn database_charsets(conn: &mut mysql_async::Conn) -> Result<BTreeMap<
         .map_err(|e| Error::Preflight(format!("reading information_schema.SCHEMATA: {e}")))?;
     Ok(rows.into_iter().collect())
 }
+
+/// The server's default character set, for databases created without one.
+pub async fn server_charset(conn: &mut mysql_async::Conn) -> Result<String> {
+    let cs: Option<String> = conn
+        .query_first("SELECT @@character_set_server")
+        .await
+        .map_err(|e| Error::Preflight(format!("reading @@character_set_server: {e}")))?;
+    Ok(cs.unwrap_or_else(|| "utf8mb4".into()))
+}

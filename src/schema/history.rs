@@ -140,19 +140,27 @@ impl TableVersion {
 }
 
 /// Where a version lives in the lake. The checkpoint seq in the name lets
-/// start-up drop versions of checkpoints that never committed.
-pub fn lake_path(v: &TableVersion) -> Path {
+/// start-up drop versions of checkpoints that never committed; the writer id
+/// keeps a fenced writer from overwriting the owner's objects.
+pub fn lake_path(v: &TableVersion, writer: &str) -> Path {
     Path::from_iter([
         "_sluice".to_string(),
         "schema".to_string(),
         v.schema.database.clone(),
         v.schema.name.clone(),
-        format!("v{:010}-{:020}.json", v.schema.version, v.checkpoint),
+        format!(
+            "v{:010}-{:020}-{writer}.json",
+            v.schema.version, v.checkpoint
+        ),
     ])
 }
 
-fn checkpoint_of(name: &str) -> Option<u64> {
-    name.strip_suffix(".json")?.rsplit('-').next()?.parse().ok()
+/// `(checkpoint seq, writer id)` from a version object's name.
+fn checkpoint_of(name: &str) -> Option<(u64, String)> {
+    let mut parts = name.strip_suffix(".json")?.split('-');
+    let _version = parts.next()?;
+    let ckpt = parts.next()?.parse().ok()?;
+    Some((ckpt, parts.next()?.to_string()))
 }
 
 /// A point of the stream to ask "what did the table look like then".
@@ -500,11 +508,21 @@ impl SchemaHistory {
         };
         let prefix = Path::from(LAKE_DIR);
         let objects: Vec<_> = store.list(Some(&prefix)).try_collect().await?;
+        let mut writers: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
         for meta in objects {
-            let Some(ckpt) = meta.location.filename().and_then(checkpoint_of) else {
+            let Some((ckpt, writer)) = meta.location.filename().and_then(checkpoint_of) else {
                 continue;
             };
-            if ckpt > committed {
+            let committed_by = match writers.get(&ckpt) {
+                Some(w) => Some(w.clone()),
+                None if ckpt <= committed => {
+                    let w = manifest_writer(store, ckpt).await?;
+                    writers.insert(ckpt, w.clone());
+                    Some(w)
+                }
+                None => None,
+            };
+            if ckpt > committed || committed_by.as_deref() != Some(writer.as_str()) {
                 store.delete(&meta.location).await?;
                 report.orphans_removed += 1;
                 continue;
@@ -535,11 +553,24 @@ pub struct SyncReport {
     pub orphans_removed: usize,
 }
 
+/// The writer id of the manifest `seq`.
+async fn manifest_writer(store: &dyn ObjectStore, seq: u64) -> Result<String> {
+    let path = crate::commit::manifest_path(seq);
+    let bytes = store.get(&path).await?.bytes().await?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| Error::Lake(format!("manifest {path}: {e}")))?;
+    Ok(v.pointer("/writer/id")
+        .and_then(|w| w.as_str())
+        .unwrap_or_default()
+        .to_string())
+}
+
 /// Writes a version's durable copy into the lake (before its manifest).
-pub async fn put_version(store: &dyn ObjectStore, v: &TableVersion) -> Result<()> {
+pub async fn put_version(store: &dyn ObjectStore, v: &TableVersion, writer: &str) -> Result<Path> {
     let body = serde_json::to_vec_pretty(&v.to_json()).map_err(|e| Error::Lake(e.to_string()))?;
-    store.put(&lake_path(v), PutPayload::from(body)).await?;
-    Ok(())
+    let path = lake_path(v, writer);
+    store.put(&path, PutPayload::from(body)).await?;
+    Ok(path)
 }
 
 #[cfg(test)]

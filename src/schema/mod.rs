@@ -1,12 +1,14 @@
-//! Table shapes: what each captured table's columns are, and how each column
-//! maps to an Arrow type. In this release the shapes come from a bootstrap of
-//! `information_schema` at start; DDL on a captured table stops the pipeline
-//! (see [`crate::error::Error::UnsupportedDdl`]).
+//! Table shapes: what each captured table's columns are at each point of the
+//! stream, and how each column maps to an Arrow type. `bootstrap` reads
+//! `information_schema`, `ddl` parses statements, `apply` changes shapes,
+//! `history` keeps every version (SQLite + the lake), `tracker` follows the
+//! stream.
 
 pub mod apply;
 pub mod bootstrap;
 pub mod ddl;
 pub mod history;
+pub mod tracker;
 pub mod types;
 
 use std::sync::Arc;

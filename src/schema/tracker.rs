@@ -1,0 +1,627 @@
+//! The schema in force while streaming: which shape each captured table has
+//! at the current stream position, how DDL changes it, and which versions
+//! the next checkpoint must make durable.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use mysql_common::binlog::events::TableMapEvent;
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::apply::{apply_alter, columns_from_specs, derive_from_table_map};
+use super::ddl::{ddl_effect, parse_ddl, Change, DdlEffect, TableName};
+use super::history::{SchemaHistory, TableVersion};
+use super::{ColumnDef, TableSchema};
+use crate::config::TableFilter;
+use crate::decode::rows::TablePlan;
+use crate::error::{Error, Result};
+use crate::source::BinlogPosition;
+
+/// Where and when a DDL statement (or a derived shape) takes effect.
+#[derive(Debug, Clone)]
+pub struct StreamPoint {
+    pub position: BinlogPosition,
+    pub gtid: Option<String>,
+    /// Event header time, seconds since the epoch.
+    pub timestamp: u32,
+    /// The `_tx_seq` the statement consumes; versions are in force from it on.
+    pub tx_seq: i64,
+    /// The manifest seq of the checkpoint that will commit what happens here.
+    pub checkpoint: u64,
+}
+
+impl StreamPoint {
+    fn committed_at(&self) -> String {
+        chrono::DateTime::from_timestamp(self.timestamp as i64, 0)
+            .unwrap_or_default()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    }
+}
+
+/// What the pipeline must do to its buffers because of a DDL statement.
+#[derive(Debug, Default)]
+pub struct DdlEffects {
+    /// Tables that get a `truncate` marker row, with the shape before the DDL.
+    pub markers: Vec<Arc<TableSchema>>,
+    /// Tables whose open buffer must be written out (their shape changed).
+    pub closed: Vec<String>,
+    /// Whether the statement touched a captured table at all.
+    pub captured: bool,
+}
+
+pub struct SchemaTracker {
+    history: SchemaHistory,
+    filter: TableFilter,
+    current: HashMap<TableName, Arc<TableSchema>>,
+    db_charsets: BTreeMap<String, String>,
+    server_charset: String,
+    /// Versions created since the last checkpoint.
+    uncommitted: Vec<TableVersion>,
+    /// Manifest `ddl` entries since the last checkpoint.
+    ddl_log: Vec<serde_json::Value>,
+}
+
+impl SchemaTracker {
+    pub fn new(
+        history: SchemaHistory,
+        filter: TableFilter,
+        db_charsets: BTreeMap<String, String>,
+        server_charset: String,
+    ) -> Result<Self> {
+        let mut t = SchemaTracker {
+            history,
+            filter,
+            current: HashMap::new(),
+            db_charsets,
+            server_charset,
+            uncommitted: Vec::new(),
+            ddl_log: Vec::new(),
+        };
+        t.reload()?;
+        Ok(t)
+    }
+
+    pub fn history(&self) -> &SchemaHistory {
+        &self.history
+    }
+
+    /// The newest non-dropped version of every table, from the store.
+    fn reload(&mut self) -> Result<()> {
+        self.current = self
+            .history
+            .latest_all()?
+            .into_iter()
+            .filter(|v| !v.dropped)
+            .map(|v| {
+                (
+                    (v.schema.database.clone(), v.schema.name.clone()),
+                    Arc::new(v.schema),
+                )
+            })
+            .collect();
+        Ok(())
+    }
+
+    pub fn captures(&self, t: &TableName) -> bool {
+        self.filter.captures(&t.0, &t.1)
+    }
+
+    pub fn known(&self, t: &TableName) -> bool {
+        self.current.contains_key(t)
+    }
+
+    /// Versions the next checkpoint writes to the lake, and its `ddl` entries.
+    pub fn uncommitted(&self) -> (&[TableVersion], &[serde_json::Value]) {
+        (&self.uncommitted, &self.ddl_log)
+    }
+
+    pub fn is_dirty(&self) -> bool {
+        !self.uncommitted.is_empty() || !self.ddl_log.is_empty()
+    }
+
+    /// The checkpoint committed: its versions are durable.
+    pub fn committed(&mut self) {
+        self.uncommitted.clear();
+        self.ddl_log.clear();
+    }
+
+    /// Forgets versions of checkpoints after `committed` (a retry from the
+    /// last checkpoint). Bootstrap versions not yet committed are kept: the
+    /// re-read starts from the same position they describe.
+    pub fn rollback(&mut self, committed: u64) -> Result<()> {
+        self.history.remove_after(committed)?;
+        let bootstrap: Vec<TableVersion> = self
+            .uncommitted
+            .drain(..)
+            .filter(|v| v.statement.is_none())
+            .collect();
+        for v in &bootstrap {
+            self.history.insert(v)?;
+        }
+        self.uncommitted = bootstrap;
+        self.ddl_log.clear();
+        self.reload()
+    }
+
+    fn next_version(&self, t: &TableName) -> Result<u32> {
+        Ok(self
+            .history
+            .versions(&t.0, &t.1)?
+            .last()
+            .map(|v| v.schema.version)
+            .unwrap_or(0)
+            + 1)
+    }
+
+    /// Records a new version of `t` in force from `at`.
+    fn record(
+        &mut self,
+        t: &TableName,
+        columns: Vec<ColumnDef>,
+        charset: Option<String>,
+        at: &StreamPoint,
+        statement: Option<&str>,
+        dropped: bool,
+    ) -> Result<Arc<TableSchema>> {
+        let schema = TableSchema {
+            database: t.0.clone(),
+            name: t.1.clone(),
+            version: self.next_version(t)?,
+            columns,
+            charset,
+        };
+        let v = TableVersion {
+            schema: schema.clone(),
+            order_key: at.tx_seq,
+            position: at.position.clone(),
+            gtid: at.gtid.clone(),
+            committed_at: at.committed_at(),
+            statement: statement.map(str::to_string),
+            dropped,
+            checkpoint: at.checkpoint,
+        };
+        self.history.insert(&v)?;
+        self.uncommitted.push(v);
+        let schema = Arc::new(schema);
+        if dropped {
+            self.current.remove(t);
+        } else {
+            self.current.insert(t.clone(), Arc::clone(&schema));
+        }
+        Ok(schema)
+    }
+
+    /// First start on an empty lake: the shapes read from information_schema.
+    pub fn bootstrap(&mut self, tables: Vec<TableSchema>, at: &StreamPoint) -> Result<()> {
+        for t in tables {
+            let key = (t.database.clone(), t.name.clone());
+            if self.known(&key) {
+                continue;
+            }
+            self.record(&key, t.columns, t.charset, at, None, false)?;
+        }
+        Ok(())
+    }
+
+    /// Applies `schema resync` shapes recorded for this position.
+    pub fn apply_pending_resyncs(
+        &mut self,
+        tables: &[TableName],
+        at: &StreamPoint,
+        statement: &str,
+    ) -> Result<Vec<TableName>> {
+        let mut applied = Vec::new();
+        for t in tables {
+            if let Some(columns) = self.history.pending_resync(&t.0, &t.1, &at.position)? {
+                let charset = self.current.get(t).and_then(|s| s.charset.clone());
+                self.record(t, columns, charset, at, Some(statement), false)?;
+                self.history.clear_pending_resync(&t.0, &t.1)?;
+                info!(table = %format!("{}.{}", t.0, t.1), at = %at.position, "applied the shape recorded by `schema resync`");
+                applied.push(t.clone());
+            }
+        }
+        Ok(applied)
+    }
+
+    fn table_charset(&self, db: &str, explicit: Option<String>) -> String {
+        explicit
+            .or_else(|| self.db_charsets.get(db).cloned())
+            .unwrap_or_else(|| self.server_charset.clone())
+    }
+
+    /// Applies one DDL statement. Statements that touch no captured table
+    /// change nothing; one that touches a captured table and cannot be read
+    /// is a definite error naming `sluice schema resync`.
+    pub fn apply_ddl(
+        &mut self,
+        statement: &str,
+        default_db: &str,
+        at: &StreamPoint,
+    ) -> Result<DdlEffects> {
+        let mut fx = DdlEffects::default();
+        let changes = match parse_ddl(statement, default_db) {
+            Ok(c) => c,
+            Err(why) => {
+                let named: Vec<TableName> = match ddl_effect(statement, default_db) {
+                    DdlEffect::Tables(t) => t,
+                    DdlEffect::DropDatabase(db) => {
+                        self.current.keys().filter(|k| k.0 == db).cloned().collect()
+                    }
+                    DdlEffect::None => vec![],
+                };
+                let captured: Vec<TableName> =
+                    named.into_iter().filter(|t| self.captures(t)).collect();
+                if captured.is_empty() {
+                    return Ok(fx);
+                }
+                let resolved = self.apply_pending_resyncs(&captured, at, statement)?;
+                if let Some(t) = captured.iter().find(|t| !resolved.contains(t)) {
+                    let table = format!("{}.{}", t.0, t.1);
+                    self.history.set_meta(
+                        "blocked_ddl",
+                        &json!({"table": table, "file": at.position.file, "pos": at.position.pos, "statement": statement})
+                            .to_string(),
+                    )?;
+                    return Err(Error::UnparseableDdl {
+                        table,
+                        file: at.position.file.clone(),
+                        pos: at.position.pos,
+                        statement: one_line(statement),
+                        why,
+                    });
+                }
+                fx.captured = true;
+                fx.closed = resolved
+                    .iter()
+                    .map(|t| format!("{}.{}", t.0, t.1))
+                    .collect();
+                self.log_ddl(statement, default_db, at, &resolved, &[]);
+                return Ok(fx);
+            }
+        };
+        let mut touched: Vec<TableName> = Vec::new();
+        let mut renamed: Vec<(TableName, TableName)> = Vec::new();
+        for change in changes {
+            self.apply_change(change, statement, at, &mut fx, &mut touched, &mut renamed)
+                .map_err(|message| Error::UnparseableDdl {
+                    table: touched
+                        .last()
+                        .map(|t| format!("{}.{}", t.0, t.1))
+                        .unwrap_or_default(),
+                    file: at.position.file.clone(),
+                    pos: at.position.pos,
+                    statement: one_line(statement),
+                    why: message,
+                })?;
+        }
+        if fx.captured {
+            self.log_ddl(statement, default_db, at, &touched, &renamed);
+        }
+        Ok(fx)
+    }
+
+    fn log_ddl(
+        &mut self,
+        statement: &str,
+        db: &str,
+        at: &StreamPoint,
+        tables: &[TableName],
+        renamed: &[(TableName, TableName)],
+    ) {
+        let name = |t: &TableName| format!("{}.{}", t.0, t.1);
+        let versions: BTreeMap<String, u32> = tables
+            .iter()
+            .filter_map(|t| {
+                self.uncommitted
+                    .iter()
+                    .rev()
+                    .find(|v| v.schema.database == t.0 && v.schema.name == t.1)
+                    .map(|v| (name(t), v.schema.version))
+            })
+            .collect();
+        let mut entry = json!({
+            "position": {"file": at.position.file, "pos": at.position.pos, "gtid": at.gtid},
+            "database": if db.is_empty() { None } else { Some(db) },
+            "statement": statement,
+            "tables": tables.iter().map(name).collect::<Vec<_>>(),
+            "schema_versions": versions,
+        });
+        if !renamed.is_empty() {
+            entry["renamed"] = renamed
+                .iter()
+                .map(|(f, t)| json!({"from": name(f), "to": name(t)}))
+                .collect();
+        }
+        self.ddl_log.push(entry);
+    }
+
+    fn apply_change(
+        &mut self,
+        change: Change,
+        statement: &str,
+        at: &StreamPoint,
+        fx: &mut DdlEffects,
+        touched: &mut Vec<TableName>,
+        renamed: &mut Vec<(TableName, TableName)>,
+    ) -> std::result::Result<(), String> {
+        let name = |t: &TableName| format!("{}.{}", t.0, t.1);
+        let err = |e: Error| e.to_string();
+        match change {
+            Change::Create {
+                table,
+                columns,
+                charset,
+                if_not_exists,
+                ..
+            } => {
+                if !self.captures(&table) || (if_not_exists && self.known(&table)) {
+                    return Ok(());
+                }
+                touched.push(table.clone());
+                let charset = self.table_charset(&table.0, charset);
+                let columns = columns_from_specs(&columns, &charset)?;
+                fx.closed.push(name(&table));
+                self.record(&table, columns, Some(charset), at, Some(statement), false)
+                    .map_err(err)?;
+                fx.captured = true;
+            }
+            Change::CreateLike {
+                table,
+                like,
+                if_not_exists,
+            } => {
+                if !self.captures(&table) || (if_not_exists && self.known(&table)) {
+                    return Ok(());
+                }
+                touched.push(table.clone());
+                let source = self.current.get(&like).cloned().ok_or_else(|| {
+                    format!(
+                        "the shape of {} (the LIKE source) is not in the schema history",
+                        name(&like)
+                    )
+                })?;
+                fx.closed.push(name(&table));
+                self.record(
+                    &table,
+                    source.columns.clone(),
+                    source.charset.clone(),
+                    at,
+                    Some(statement),
+                    false,
+                )
+                .map_err(err)?;
+                fx.captured = true;
+            }
+            Change::CreateAsSelect { table } => {
+                if self.captures(&table) {
+                    // The shape comes from the first TABLE_MAP (FULL metadata) or is an error there.
+                    touched.push(table.clone());
+                    fx.closed.push(name(&table));
+                    self.current.remove(&table);
+                    fx.captured = true;
+                }
+            }
+            Change::Alter { table, ops } => {
+                let Some(base) = self.current.get(&table).cloned() else {
+                    if self.captures(&table) {
+                        touched.push(table.clone());
+                        return Err(format!(
+                            "ALTER TABLE of {} whose shape is not in the schema history",
+                            name(&table)
+                        ));
+                    }
+                    return Ok(());
+                };
+                touched.push(table.clone());
+                let altered = apply_alter(&base, &ops)?;
+                fx.captured = true;
+                fx.closed.push(name(&table));
+                match altered.renamed_to {
+                    Some(to) if to != table => {
+                        self.record(
+                            &table,
+                            base.columns.clone(),
+                            base.charset.clone(),
+                            at,
+                            Some(statement),
+                            true,
+                        )
+                        .map_err(err)?;
+                        renamed.push((table.clone(), to.clone()));
+                        if self.captures(&to) {
+                            touched.push(to.clone());
+                            fx.closed.push(name(&to));
+                            self.record(
+                                &to,
+                                altered.columns,
+                                Some(altered.charset),
+                                at,
+                                Some(statement),
+                                false,
+                            )
+                            .map_err(err)?;
+                        }
+                    }
+                    _ => {
+                        self.record(
+                            &table,
+                            altered.columns,
+                            Some(altered.charset),
+                            at,
+                            Some(statement),
+                            false,
+                        )
+                        .map_err(err)?;
+                    }
+                }
+            }
+            Change::Rename(pairs) => {
+                for (from, to) in pairs {
+                    let shape = self.current.get(&from).cloned();
+                    if !self.captures(&from) && !self.captures(&to) {
+                        continue;
+                    }
+                    fx.captured = true;
+                    renamed.push((from.clone(), to.clone()));
+                    if let Some(shape) = &shape {
+                        touched.push(from.clone());
+                        fx.closed.push(name(&from));
+                        self.record(
+                            &from,
+                            shape.columns.clone(),
+                            shape.charset.clone(),
+                            at,
+                            Some(statement),
+                            true,
+                        )
+                        .map_err(err)?;
+                    }
+                    if self.captures(&to) {
+                        touched.push(to.clone());
+                        fx.closed.push(name(&to));
+                        match shape {
+                            Some(shape) => {
+                                self.record(
+                                    &to,
+                                    shape.columns.clone(),
+                                    shape.charset.clone(),
+                                    at,
+                                    Some(statement),
+                                    false,
+                                )
+                                .map_err(err)?;
+                            }
+                            None => {
+                                // Renamed from a table we do not track: its shape comes from
+                                // FULL metadata at the first TABLE_MAP, or is an error there.
+                                self.current.remove(&to);
+                            }
+                        }
+                    }
+                }
+            }
+            Change::Drop(tables) => {
+                for t in tables {
+                    if let Some(shape) = self.current.get(&t).cloned() {
+                        touched.push(t.clone());
+                        fx.captured = true;
+                        fx.markers.push(Arc::clone(&shape));
+                        fx.closed.push(name(&t));
+                        self.record(
+                            &t,
+                            shape.columns.clone(),
+                            shape.charset.clone(),
+                            at,
+                            Some(statement),
+                            true,
+                        )
+                        .map_err(err)?;
+                    }
+                }
+            }
+            Change::Truncate(t) => {
+                if let Some(shape) = self.current.get(&t).cloned() {
+                    touched.push(t.clone());
+                    fx.captured = true;
+                    fx.markers.push(shape);
+                    fx.closed.push(name(&t));
+                }
+            }
+            Change::CreateDatabase { db, charset } => {
+                let cs = charset.unwrap_or_else(|| self.server_charset.clone());
+                self.db_charsets.insert(db, cs);
+            }
+            Change::AlterDatabase { db, charset } => {
+                self.db_charsets.insert(db, charset);
+            }
+            Change::DropDatabase(db) => {
+                let tables: Vec<TableName> =
+                    self.current.keys().filter(|k| k.0 == db).cloned().collect();
+                self.apply_change(Change::Drop(tables), statement, at, fx, touched, renamed)?;
+                self.db_charsets.remove(&db);
+            }
+        }
+        Ok(())
+    }
+
+    /// The decode plan for a TABLE_MAP of a captured table: the version in
+    /// force, checked against the binlog. When they disagree, or the shape
+    /// is unknown, a FULL-metadata TABLE_MAP defines a derived version;
+    /// without that metadata it is an error with both shapes.
+    pub fn plan_for(
+        &mut self,
+        tme: &TableMapEvent<'_>,
+        at: &StreamPoint,
+    ) -> Result<Option<Arc<TablePlan>>> {
+        let key = (
+            tme.database_name().into_owned(),
+            tme.table_name().into_owned(),
+        );
+        if !self.captures(&key) {
+            return Ok(None);
+        }
+        let table = format!("{}.{}", key.0, key.1);
+        let schema_err = |message: String| Error::Schema {
+            table: table.clone(),
+            message,
+        };
+        let derived = || {
+            derive_from_table_map(tme).map_err(|m| schema_err(format!("at {}: {m}", at.position)))
+        };
+        let problem = match self.current.get(&key) {
+            Some(schema) => match TablePlan::new(Arc::clone(schema), tme) {
+                Ok(plan) => match names_disagree(schema, tme) {
+                    None => return Ok(Some(Arc::new(plan))),
+                    Some(p) => p,
+                },
+                Err(p) => p,
+            },
+            None => format!(
+                "the table's shape at {} is not in the schema history (created before the start position, or by a statement that does not state its columns)",
+                at.position
+            ),
+        };
+        match derived()? {
+            Some(columns) => {
+                warn!(%table, at = %at.position, %problem, "taking the table's shape from the binlog's FULL metadata");
+                let charset = self.current.get(&key).and_then(|s| s.charset.clone());
+                let schema = self.record(&key, columns, charset, at, Some("-- derived from TABLE_MAP (binlog_row_metadata=FULL)"), false)?;
+                let plan = TablePlan::new(schema, tme).map_err(|m| schema_err(format!("at {}: {m}", at.position)))?;
+                self.log_ddl("-- derived from TABLE_MAP (binlog_row_metadata=FULL)", &key.0, at, std::slice::from_ref(&key), &[]);
+                Ok(Some(Arc::new(plan)))
+            }
+            None => Err(schema_err(format!(
+                "at {}: {problem}; the shape cannot be established without binlog_row_metadata=FULL: start from a position before the table's CREATE TABLE, or record its shape with `sluice schema resync`",
+                at.position
+            ))),
+        }
+    }
+}
+
+/// With FULL metadata, the TABLE_MAP names the columns: they must match.
+fn names_disagree(schema: &TableSchema, tme: &TableMapEvent<'_>) -> Option<String> {
+    use mysql_common::binlog::events::OptionalMetadataField;
+    for field in tme.iter_optional_meta().flatten() {
+        if let OptionalMetadataField::ColumnName(cn) = field {
+            let names: Vec<String> = cn
+                .iter_names()
+                .filter_map(|r| r.ok())
+                .map(|c| c.name().into_owned())
+                .collect();
+            let ours: Vec<&str> = schema.columns.iter().map(|c| c.name.as_str()).collect();
+            if !names.iter().map(String::as_str).eq(ours.iter().copied()) {
+                return Some(format!(
+                    "the binlog names the columns ({}), the schema history has ({})",
+                    names.join(", "),
+                    ours.join(", ")
+                ));
+            }
+        }
+    }
+    None
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
