@@ -35,6 +35,44 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The schema history of captured tables.
+    Schema {
+        #[command(subcommand)]
+        command: SchemaCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SchemaCommand {
+    /// The columns of DB.TABLE, now or at a point in the stream.
+    Show {
+        #[arg(long)]
+        config: PathBuf,
+        /// DB.TABLE
+        table: String,
+        /// FILE:POS, a GTID, or an RFC 3339 time.
+        #[arg(long)]
+        at: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every version of DB.TABLE with its position, time and statement.
+    History {
+        #[arg(long)]
+        config: PathBuf,
+        /// DB.TABLE
+        table: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-read DB.TABLE's shape from the server and record it at the position
+    /// where sluice stopped (the way out of a DDL it cannot read).
+    Resync {
+        #[arg(long)]
+        config: PathBuf,
+        /// DB.TABLE
+        table: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -95,6 +133,27 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Schema { command } => {
+            use sluice::schema::commands;
+            let out = match command {
+                SchemaCommand::Show {
+                    config,
+                    table,
+                    at,
+                    json,
+                } => commands::show(&Config::load(&config)?, &table, at.as_deref(), json).await?,
+                SchemaCommand::History {
+                    config,
+                    table,
+                    json,
+                } => commands::history(&Config::load(&config)?, &table, json).await?,
+                SchemaCommand::Resync { config, table } => {
+                    commands::resync(&Config::load(&config)?, &table).await?
+                }
+            };
+            println!("{}", out.trim_end());
+            Ok(ExitCode::SUCCESS)
         }
         Command::Status { config, json } => {
             let config = Config::load(&config)?;

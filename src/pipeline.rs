@@ -124,7 +124,7 @@ pub async fn run(
     let committed_seq = committed.as_ref().map(|m| m.seq).unwrap_or(0);
     let history = SchemaHistory::open(&config.state_dir)?;
     let report = history
-        .sync_with_lake(lake.store.as_ref(), committed_seq)
+        .sync_with_lake(lake.store.as_ref(), committed_seq, true)
         .await?;
     if report != Default::default() {
         info!(

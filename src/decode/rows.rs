@@ -245,12 +245,10 @@ fn codec_for(ty: ColumnType, meta: &[u8], kind: &ColumnKind) -> Option<Codec> {
             len_bytes: *meta.first()? as usize,
             target: bytes_target(&k)?,
         },
-        (T::MYSQL_TYPE_JSON, ColumnKind::Json) => Codec::Json {
+        // MySQL's JSON is binary in the binlog whatever the history calls it
+        // (a DDL-derived `json` column resolves to text, as MariaDB's is).
+        (T::MYSQL_TYPE_JSON, ColumnKind::Json | ColumnKind::Text { .. }) => Codec::Json {
             len_bytes: *meta.first()? as usize,
-        },
-        (T::MYSQL_TYPE_JSON, ColumnKind::Text { .. }) => Codec::Long {
-            len_bytes: *meta.first()? as usize,
-            target: bytes_target(kind)?,
         },
         _ => return None,
     })

@@ -496,14 +496,21 @@ impl SchemaHistory {
 
     /// Makes the store agree with the lake at checkpoint `committed`: drops
     /// versions of later (uncommitted) checkpoints here and in the lake, and
-    /// loads committed versions the store lacks (a lost state dir).
+    /// loads committed versions the store lacks (a lost state dir). With
+    /// `prune` false nothing is deleted: the schema commands may run beside a
+    /// live pipeline whose next checkpoint is being written.
     pub async fn sync_with_lake(
         &self,
         store: &dyn ObjectStore,
         committed: u64,
+        prune: bool,
     ) -> Result<SyncReport> {
         let mut report = SyncReport {
-            rolled_back: self.remove_after(committed)?,
+            rolled_back: if prune {
+                self.remove_after(committed)?
+            } else {
+                0
+            },
             ..Default::default()
         };
         let prefix = Path::from(LAKE_DIR);
@@ -523,8 +530,10 @@ impl SchemaHistory {
                 None => None,
             };
             if ckpt > committed || committed_by.as_deref() != Some(writer.as_str()) {
-                store.delete(&meta.location).await?;
-                report.orphans_removed += 1;
+                if prune {
+                    store.delete(&meta.location).await?;
+                    report.orphans_removed += 1;
+                }
                 continue;
             }
             let bytes = store.get(&meta.location).await?.bytes().await?;
@@ -541,7 +550,9 @@ impl SchemaHistory {
                 report.loaded += 1;
             }
         }
-        self.set_meta("committed_seq", &committed.to_string())?;
+        if prune {
+            self.set_meta("committed_seq", &committed.to_string())?;
+        }
         Ok(report)
     }
 }

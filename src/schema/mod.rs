@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod bootstrap;
+pub mod commands;
 pub mod ddl;
 pub mod history;
 pub mod tracker;
