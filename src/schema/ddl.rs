@@ -440,6 +440,29 @@ fn unwrap_executable_comments(sql: &str) -> String {
     }
 }
 
+/// Rewrites MariaDB spellings sqlparser does not read into equivalent ones:
+/// `MODIFY/CHANGE COLUMN IF EXISTS`, the `BINARY` attribute of character
+/// types (a `_bin` collation, same charset), and `PERSISTENT` for `STORED`.
+fn normalize_mariadb(sql: &str) -> String {
+    use std::sync::OnceLock;
+    static RULES: OnceLock<Vec<(regex::Regex, &'static str)>> = OnceLock::new();
+    let rules = RULES.get_or_init(|| {
+        [
+            (r"(?i)\b(MODIFY|CHANGE)(\s+COLUMN)?\s+IF\s+EXISTS\b", "$1$2"),
+            (r"(?i)(\)|\bTEXT|\bCHAR|\bVARCHAR)\s+BINARY\b", "$1"),
+            (r"(?i)\bPERSISTENT\b", "STORED"),
+        ]
+        .into_iter()
+        .filter_map(|(re, to)| regex::Regex::new(re).ok().map(|r| (r, to)))
+        .collect()
+    });
+    let mut out = sql.to_string();
+    for (re, to) in rules {
+        out = re.replace_all(&out, *to).into_owned();
+    }
+    out
+}
+
 fn column_spec(def: &sqlparser::ast::ColumnDef) -> ColumnSpec {
     let mut spec = ColumnSpec {
         name: def.name.value.clone(),
@@ -841,7 +864,7 @@ fn alter_clause(clause: &str, default_db: &str) -> Result<Vec<AlterOp>, String> 
 /// `Err` with the reason when the statement looks like table DDL but cannot
 /// be read.
 pub fn parse_ddl(statement: &str, default_db: &str) -> Result<Vec<Change>, String> {
-    let sql = unwrap_executable_comments(statement);
+    let sql = normalize_mariadb(&unwrap_executable_comments(statement));
     let mut t = Tokens {
         tokens: tokenize(&sql),
         pos: 0,
@@ -1145,6 +1168,26 @@ mod parse_tests {
         ] {
             assert_eq!(parse_ddl(s, "s"), Ok(vec![]), "{s}");
         }
+    }
+
+    #[test]
+    fn mariadb_spellings_sqlparser_lacks() {
+        let c = parse_ddl(
+            "ALTER TABLE t MODIFY COLUMN IF EXISTS c BIGINT, ADD d VARCHAR(5) BINARY NOT NULL",
+            "s",
+        )
+        .unwrap();
+        let Change::Alter { ops, .. } = &c[0] else {
+            panic!("{c:?}")
+        };
+        assert!(
+            matches!(&ops[0], AlterOp::Change { old, column, .. } if old == "c" && column.mysql_type == "BIGINT")
+        );
+        assert!(
+            matches!(&ops[1], AlterOp::Add(col, _) if col.mysql_type == "VARCHAR(5)" && !col.nullable)
+        );
+        // A column attribute nobody reads here: an error, never a guess.
+        assert!(parse_ddl("ALTER TABLE t ADD COLUMN p POINT REF_SYSTEM_ID=4326", "s").is_err());
     }
 
     #[test]
