@@ -162,7 +162,7 @@ pub async fn run(
         .collect();
     if !unknown.is_empty() {
         info!(tables = unknown.len(), at = %start, "schema bootstrap from information_schema");
-        tracker.bootstrap(unknown, &here)?;
+        tracker.bootstrap(unknown, &here, start >= head)?;
     }
     let all: Vec<_> = tracker
         .history()

@@ -60,6 +60,10 @@ pub struct SchemaTracker {
     uncommitted: Vec<TableVersion>,
     /// Manifest `ddl` entries since the last checkpoint.
     ddl_log: Vec<serde_json::Value>,
+    /// Shapes read from information_schema when starting behind the head:
+    /// recorded as versions only when the stream uses them before any DDL
+    /// defines the table (see [`SchemaTracker::bootstrap`]).
+    provisional: HashMap<TableName, (TableSchema, StreamPoint)>,
 }
 
 impl SchemaTracker {
@@ -77,6 +81,7 @@ impl SchemaTracker {
             server_charset,
             uncommitted: Vec::new(),
             ddl_log: Vec::new(),
+            provisional: HashMap::new(),
         };
         t.reload()?;
         Ok(t)
@@ -108,7 +113,7 @@ impl SchemaTracker {
     }
 
     pub fn known(&self, t: &TableName) -> bool {
-        self.current.contains_key(t)
+        self.current.contains_key(t) || self.provisional.contains_key(t)
     }
 
     /// Versions the next checkpoint writes to the lake, and its `ddl` entries.
@@ -192,16 +197,41 @@ impl SchemaTracker {
         Ok(schema)
     }
 
-    /// First start on an empty lake: the shapes read from information_schema.
-    pub fn bootstrap(&mut self, tables: Vec<TableSchema>, at: &StreamPoint) -> Result<()> {
+    /// The shapes read from information_schema for tables the history does
+    /// not know, in force from `at`. At the binlog head they are recorded at
+    /// once; behind it (`earliest`, an old `{ file, pos }`) they are only
+    /// provisional: a `CREATE TABLE` in the stream replaces them, and they
+    /// become versions when the stream first needs them, so the history never
+    /// claims a table had a shape at a time it did not exist.
+    pub fn bootstrap(&mut self, tables: Vec<TableSchema>, at: &StreamPoint, at_head: bool) -> Result<()> {
         for t in tables {
             let key = (t.database.clone(), t.name.clone());
             if self.known(&key) {
                 continue;
             }
-            self.record(&key, t.columns, t.charset, at, None, false)?;
+            if at_head {
+                self.record(&key, t.columns, t.charset, at, None, false)?;
+            } else {
+                self.provisional.insert(key, (t, at.clone()));
+            }
         }
         Ok(())
+    }
+
+    /// Every table of `db` the tracker knows, provisional ones included.
+    fn tables_in(&self, db: &str) -> Vec<TableName> {
+        self.current.keys().chain(self.provisional.keys()).filter(|k| k.0 == db).cloned().collect()
+    }
+
+    /// The shape in force for `t`, turning a provisional bootstrap into a version.
+    fn shape(&mut self, t: &TableName) -> Result<Option<Arc<TableSchema>>> {
+        if let Some(s) = self.current.get(t) {
+            return Ok(Some(Arc::clone(s)));
+        }
+        match self.provisional.remove(t) {
+            Some((schema, at)) => Ok(Some(self.record(t, schema.columns, schema.charset, &at, None, false)?)),
+            None => Ok(None),
+        }
     }
 
     /// Applies `schema resync` shapes recorded for this position.
@@ -214,7 +244,7 @@ impl SchemaTracker {
         let mut applied = Vec::new();
         for t in tables {
             if let Some(columns) = self.history.pending_resync(&t.0, &t.1, &at.position)? {
-                let charset = self.current.get(t).and_then(|s| s.charset.clone());
+                let charset = self.shape(t)?.and_then(|s| s.charset.clone());
                 self.record(t, columns, charset, at, Some(statement), false)?;
                 self.history.clear_pending_resync(&t.0, &t.1)?;
                 info!(table = %format!("{}.{}", t.0, t.1), at = %at.position, "applied the shape recorded by `schema resync`");
@@ -246,7 +276,7 @@ impl SchemaTracker {
                 let named: Vec<TableName> = match ddl_effect(statement, default_db) {
                     DdlEffect::Tables(t) => t,
                     DdlEffect::DropDatabase(db) => {
-                        self.current.keys().filter(|k| k.0 == db).cloned().collect()
+                        self.tables_in(&db)
                     }
                     DdlEffect::None => vec![],
                 };
@@ -355,9 +385,10 @@ impl SchemaTracker {
                 if_not_exists,
                 ..
             } => {
-                if !self.captures(&table) || (if_not_exists && self.known(&table)) {
+                if !self.captures(&table) || (if_not_exists && self.current.contains_key(&table)) {
                     return Ok(());
                 }
+                self.provisional.remove(&table);
                 touched.push(table.clone());
                 let charset = self.table_charset(&table.0, charset);
                 let columns = columns_from_specs(&columns, &charset)?;
@@ -371,11 +402,12 @@ impl SchemaTracker {
                 like,
                 if_not_exists,
             } => {
-                if !self.captures(&table) || (if_not_exists && self.known(&table)) {
+                if !self.captures(&table) || (if_not_exists && self.current.contains_key(&table)) {
                     return Ok(());
                 }
+                self.provisional.remove(&table);
                 touched.push(table.clone());
-                let source = self.current.get(&like).cloned().ok_or_else(|| {
+                let source = self.shape(&like).map_err(err)?.ok_or_else(|| {
                     format!(
                         "the shape of {} (the LIKE source) is not in the schema history",
                         name(&like)
@@ -403,7 +435,7 @@ impl SchemaTracker {
                 }
             }
             Change::Alter { table, ops } => {
-                let Some(base) = self.current.get(&table).cloned() else {
+                let Some(base) = self.shape(&table).map_err(err)? else {
                     if self.captures(&table) {
                         touched.push(table.clone());
                         return Err(format!(
@@ -458,7 +490,7 @@ impl SchemaTracker {
             }
             Change::Rename(pairs) => {
                 for (from, to) in pairs {
-                    let shape = self.current.get(&from).cloned();
+                    let shape = self.shape(&from).map_err(err)?;
                     if !self.captures(&from) && !self.captures(&to) {
                         continue;
                     }
@@ -503,7 +535,7 @@ impl SchemaTracker {
             }
             Change::Drop(tables) => {
                 for t in tables {
-                    if let Some(shape) = self.current.get(&t).cloned() {
+                    if let Some(shape) = self.shape(&t).map_err(err)? {
                         touched.push(t.clone());
                         fx.captured = true;
                         fx.markers.push(Arc::clone(&shape));
@@ -521,7 +553,7 @@ impl SchemaTracker {
                 }
             }
             Change::Truncate(t) => {
-                if let Some(shape) = self.current.get(&t).cloned() {
+                if let Some(shape) = self.shape(&t).map_err(err)? {
                     touched.push(t.clone());
                     fx.captured = true;
                     fx.markers.push(shape);
@@ -537,7 +569,7 @@ impl SchemaTracker {
             }
             Change::DropDatabase(db) => {
                 let tables: Vec<TableName> =
-                    self.current.keys().filter(|k| k.0 == db).cloned().collect();
+                    self.tables_in(&db);
                 self.apply_change(Change::Drop(tables), statement, at, fx, touched, renamed)?;
                 self.db_charsets.remove(&db);
             }
@@ -569,9 +601,9 @@ impl SchemaTracker {
         let derived = || {
             derive_from_table_map(tme).map_err(|m| schema_err(format!("at {}: {m}", at.position)))
         };
-        let problem = match self.current.get(&key) {
-            Some(schema) => match TablePlan::new(Arc::clone(schema), tme) {
-                Ok(plan) => match names_disagree(schema, tme) {
+        let problem = match self.shape(&key)? {
+            Some(schema) => match TablePlan::new(Arc::clone(&schema), tme) {
+                Ok(plan) => match names_disagree(&schema, tme) {
                     None => return Ok(Some(Arc::new(plan))),
                     Some(p) => p,
                 },

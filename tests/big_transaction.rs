@@ -1,0 +1,146 @@
+//! One transaction of a million rows goes through with bounded memory:
+//! buffers spill to pending files mid-transaction and one manifest commits
+//! them all.
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use arrow::array::AsArray;
+use arrow::datatypes::{Int32Type, Int64Type};
+use common::*;
+
+const ROWS: usize = 1_000_000;
+const PEAK_LIMIT_MIB: u64 = 256;
+
+#[test]
+fn million_row_transaction_stays_within_memory_bound() {
+    let db = MariaDb::start_with(&["--innodb-buffer-pool-size=256M"]);
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.big (id INT PRIMARY KEY, a BIGINT NOT NULL, s VARCHAR(40) NOT NULL,
+                                d DECIMAL(12,2), t DATETIME(6))",
+    );
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    sluice.max_buffer_bytes = "32MiB".into();
+    sluice.max_rows = 100_000_000; // only the memory bound may split the transaction
+    sluice.timeout = Duration::from_secs(900);
+
+    let started = Instant::now();
+    db.sql(&format!(
+        "USE shop;
+         INSERT INTO shop.big SELECT seq, seq * 2, CONCAT('row-', seq), seq / 100, NOW(6) FROM seq_1_to_{ROWS};"
+    ));
+    eprintln!("source transaction written in {:?}", started.elapsed());
+
+    let started = Instant::now();
+    let mut running = sluice.spawn_run(true);
+    let mut peak_kib = 0;
+    let status = loop {
+        // Read /proc before reaping: a reaped process has no status to read.
+        if let Some((hwm, rss)) = proc_memory_kib(running.pid()) {
+            peak_kib = peak_kib.max(hwm).max(rss);
+        }
+        if let Some(status) = running.try_wait() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(900),
+            "sluice did not catch up within 15 min; log:\n{}",
+            running.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!(
+        "sluice caught up in {:?}; peak RSS {:.1} MiB",
+        started.elapsed(),
+        peak_kib as f64 / 1024.0
+    );
+    assert!(
+        status.success(),
+        "sluice failed ({status}); log:\n{}",
+        running.log_tail(30)
+    );
+    assert!(
+        peak_kib < PEAK_LIMIT_MIB * 1024,
+        "peak RSS {:.1} MiB is over {PEAK_LIMIT_MIB} MiB with max_buffer_bytes = 32MiB",
+        peak_kib as f64 / 1024.0
+    );
+
+    let lake = Lake::read(lake_dir.path());
+    let files = lake.files_of("shop.big");
+    assert_eq!(lake.row_count("shop.big"), ROWS as u64);
+    assert!(
+        files.len() > 1,
+        "a million rows under a 32 MiB buffer must spill to several pending files, got {}",
+        files.len()
+    );
+    let manifests: BTreeSet<u64> = files.iter().map(|f| f.manifest_seq).collect();
+    assert_eq!(
+        manifests.len(),
+        1,
+        "one transaction, one manifest: {manifests:?}"
+    );
+    eprintln!("{} files in manifest {:?}", files.len(), manifests);
+
+    let mut seen = vec![false; ROWS + 1];
+    let mut tx_seqs = BTreeSet::new();
+    for f in &files {
+        for b in &f.batches {
+            let id = b
+                .column_by_name("id")
+                .unwrap()
+                .as_primitive::<Int32Type>()
+                .clone();
+            let a = b
+                .column_by_name("a")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .clone();
+            let s = b.column_by_name("s").unwrap().clone();
+            let op = b.column_by_name("_op").unwrap().clone();
+            let tx = b
+                .column_by_name("_tx_seq")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .clone();
+            for i in 0..b.num_rows() {
+                let v = id.value(i);
+                assert!((1..=ROWS as i32).contains(&v), "id {v} out of range");
+                assert!(!seen[v as usize], "id {v} appears twice");
+                seen[v as usize] = true;
+                assert_eq!(a.value(i), 2 * v as i64, "a of id {v}");
+                assert_eq!(
+                    mysql_text(s.as_ref(), i),
+                    Some(format!("row-{v}")),
+                    "s of id {v}"
+                );
+                assert_eq!(mysql_text(op.as_ref(), i).as_deref(), Some("insert"));
+                tx_seqs.insert(tx.value(i));
+            }
+        }
+    }
+    assert!(seen[1..].iter().all(|&x| x), "some ids are missing");
+    assert_eq!(tx_seqs.len(), 1, "all rows carry one _tx_seq: {tx_seqs:?}");
+
+    // Spot-check a few rows against SELECT, every column.
+    let lake_rows: std::collections::BTreeMap<Vec<String>, Vec<Option<String>>> = files
+        .iter()
+        .flat_map(|f| f.batches.iter().map(move |b| (f.manifest_seq, b)))
+        .flat_map(|(m, b)| batch_rows(b, m))
+        .filter(|r| {
+            matches!(
+                r.values[0].as_deref(),
+                Some("1" | "2" | "499999" | "1000000")
+            )
+        })
+        .map(|r| (key_of(&r.values, &[0]), r.values))
+        .collect();
+    let expected = db.table_map(
+        "SELECT id, a, s, d, t FROM shop.big WHERE id IN (1, 2, 499999, 1000000)",
+        &[0],
+    );
+    assert_same_table("shop.big sample", &expected, &lake_rows);
+}

@@ -1,0 +1,231 @@
+//! Two sidecars on one lake never both commit: the one that finds its next
+//! manifest already written stops with an error that says the lake is owned by
+//! another writer, and the lake stays consistent.
+mod common;
+
+use std::fs;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+const FENCING: &str = r"(?i)another writer|fenc|owned|owns|already (exists|written|committed)";
+
+fn setup(db: &MariaDb) {
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(32), n INT)",
+    );
+}
+
+fn insert_rows(db: &MariaDb, from: i32, to: i32) {
+    let values: Vec<String> = (from..=to).map(|i| format!("({i}, 'v{i}', {i})")).collect();
+    db.sql(&format!("INSERT INTO shop.t VALUES {}", values.join(", ")));
+}
+
+fn assert_lake_matches_source(db: &MariaDb, lake: &Lake) {
+    let expected = db.table_map("SELECT id, v, n FROM shop.t", &[0]);
+    assert_same_table("shop.t", &expected, &lake.replay("shop.t", &[0]));
+}
+
+fn assert_fencing_error(running: &Running, status: std::process::ExitStatus) {
+    assert!(
+        !status.success(),
+        "the fenced writer exited 0; log:\n{}",
+        running.log_tail(30)
+    );
+    let log = running.log_text();
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    eprintln!("fenced writer's last line: {last}");
+    assert!(
+        last.starts_with("sluice: error: ") && regex::Regex::new(FENCING).unwrap().is_match(last),
+        "the fenced writer's last line must be `sluice: error: …` about another writer, got {last:?}; log:\n{}",
+        running.log_tail(30)
+    );
+}
+
+/// A different, valid lowercase-hex writer id of the same length.
+fn other_writer_id(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            let d = c.to_digit(16).unwrap_or(0);
+            std::char::from_digit((d + 1) % 16, 16).unwrap()
+        })
+        .collect()
+}
+
+/// Deterministic: while a sidecar runs, another writer commits the manifest
+/// this sidecar would write next (a cursor-only checkpoint, as a second sidecar
+/// that won the race would). The running sidecar must notice on its next commit
+/// and stop, leaving that manifest untouched; a sidecar started afterwards
+/// resumes from it, removes the loser's uncommitted files and catches up.
+#[test]
+fn writer_stops_when_its_next_manifest_already_exists() {
+    let db = MariaDb::start();
+    setup(&db);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    sluice.interval = "1s".into();
+    insert_rows(&db, 1, 100);
+    sluice.run_until_caught_up_ok();
+    let committed = manifest_paths(lake_dir.path()).len() as u64;
+    assert!(committed >= 1, "the first run committed nothing");
+    // Nothing new: --until-caught-up exits 0 without a manifest.
+    sluice.run_until_caught_up_ok();
+    assert_eq!(manifest_paths(lake_dir.path()).len() as u64, committed);
+
+    let mut a = sluice.spawn_run(false);
+    // Let it start and settle on the committed cursor.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        a.try_wait().is_none(),
+        "sluice run exited while idle; log:\n{}",
+        a.log_tail(30)
+    );
+    assert_eq!(
+        manifest_paths(lake_dir.path()).len() as u64,
+        committed,
+        "an idle sidecar committed a manifest with nothing new"
+    );
+
+    // Another writer commits seq N+1 first.
+    let last: Value = serde_json::from_str(
+        &fs::read_to_string(manifest_path(lake_dir.path(), committed)).unwrap(),
+    )
+    .unwrap();
+    let mut planted = last.clone();
+    planted["seq"] = (committed + 1).into();
+    planted["files"] = Value::Array(vec![]);
+    planted["ddl"] = Value::Array(vec![]);
+    let id = last["writer"]["id"].as_str().expect("writer.id").to_owned();
+    planted["writer"]["id"] = other_writer_id(&id).into();
+    let planted_text = serde_json::to_string_pretty(&planted).unwrap();
+    let planted_path = manifest_path(lake_dir.path(), committed + 1);
+    fs::write(&planted_path, &planted_text).unwrap();
+
+    insert_rows(&db, 101, 150);
+    db.sql("UPDATE shop.t SET n = n + 1000 WHERE id <= 10; DELETE FROM shop.t WHERE id BETWEEN 11 AND 20");
+
+    let status = a.wait_timeout(Duration::from_secs(30)).unwrap_or_else(|| {
+        panic!(
+            "sluice kept running over another writer's manifest; log:\n{}",
+            a.log_tail(30)
+        )
+    });
+    assert_fencing_error(&a, status);
+    assert_eq!(
+        fs::read_to_string(&planted_path).unwrap(),
+        planted_text,
+        "the other writer's manifest was overwritten"
+    );
+    assert!(
+        !manifest_path(lake_dir.path(), committed + 2).exists(),
+        "the fenced writer committed past the other writer's manifest"
+    );
+
+    // A new sidecar resumes from the other writer's manifest and catches up.
+    sluice.run_until_caught_up_ok();
+    let lake = Lake::read(lake_dir.path());
+    assert!(lake.manifests.len() as u64 >= committed + 2);
+    assert_lake_matches_source(&db, &lake);
+}
+
+/// Two sidecars with their own state dirs and replica ids race on one lake:
+/// within 30 s one of them is fenced, the other keeps going, and the lake holds
+/// every change exactly once.
+#[test]
+fn racing_writers_one_is_fenced() {
+    let db = MariaDb::start();
+    setup(&db);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state_a = tempfile::tempdir().unwrap();
+    let state_b = tempfile::tempdir().unwrap();
+    let mut sluice_a = Sluice::new(&db, lake_dir.path(), state_a.path());
+    sluice_a.interval = "1s".into();
+    let mut sluice_b = Sluice::new(&db, lake_dir.path(), state_b.path());
+    sluice_b.interval = "1s".into();
+    sluice_b.server_id = 5402; // a replica id is unique per server
+    insert_rows(&db, 1, 100);
+    sluice_a.run_until_caught_up_ok();
+
+    let mut a = sluice_a.spawn_run(false);
+    let mut b = sluice_b.spawn_run(false);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        a.try_wait().is_none(),
+        "A exited early; log:\n{}",
+        a.log_tail(30)
+    );
+    assert!(
+        b.try_wait().is_none(),
+        "B exited early; log:\n{}",
+        b.log_tail(30)
+    );
+
+    let mut next = 101;
+    let mut loser = None;
+    for _ in 0..120 {
+        insert_rows(&db, next, next + 9);
+        db.sql(&format!(
+            "UPDATE shop.t SET n = n + 1 WHERE id = {}",
+            next - 50
+        ));
+        next += 10;
+        std::thread::sleep(Duration::from_millis(250));
+        if let Some(s) = a.try_wait() {
+            loser = Some(("A", s));
+            break;
+        }
+        if let Some(s) = b.try_wait() {
+            loser = Some(("B", s));
+            break;
+        }
+    }
+    let (name, status) = loser.expect("neither sidecar was fenced within 30 s of racing");
+    let (fenced, survivor) = if name == "A" {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    assert_fencing_error(fenced, status);
+
+    // The survivor keeps committing.
+    let before = manifest_paths(lake_dir.path()).len();
+    insert_rows(&db, next, next + 49);
+    let progressed = wait_until(Duration::from_secs(15), || {
+        manifest_paths(lake_dir.path()).len() > before
+    });
+    assert!(
+        survivor.try_wait().is_none(),
+        "the winner stopped too; log:\n{}",
+        survivor.log_tail(30)
+    );
+    assert!(
+        progressed,
+        "the winner committed nothing after the race; log:\n{}",
+        survivor.log_tail(30)
+    );
+    let status = survivor.terminate(Duration::from_secs(30));
+    assert!(
+        status.success(),
+        "SIGTERM must end in exit 0, got {status}; log:\n{}",
+        survivor.log_tail(30)
+    );
+
+    // A fresh run cleans what the loser left and catches up.
+    sluice_a.run_until_caught_up_ok();
+    let lake = Lake::read(lake_dir.path());
+    assert_lake_matches_source(&db, &lake);
+    let rows = lake.rows("shop.t");
+    let inserts = rows.iter().filter(|r| r.op == "insert").count() as i32;
+    assert_eq!(
+        inserts,
+        next + 49,
+        "every insert is in the lake exactly once"
+    );
+}

@@ -1,0 +1,554 @@
+//! The DDL-aware schema history against a real MariaDB: a lagging replay
+//! through many schema changes, point-in-time lookups, a crash between a DDL
+//! and its checkpoint, a lost state dir, and the way out of a DDL sluice
+//! cannot read.
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// A row with its file's column names and schema version.
+struct NamedRow {
+    row: Row,
+    names: Vec<String>,
+    schema_version: u64,
+}
+
+fn named_rows(lake: &Lake, table: &str) -> Vec<NamedRow> {
+    let versions: BTreeMap<String, u64> = lake
+        .manifests
+        .iter()
+        .flat_map(|m| m["files"].as_array().cloned().unwrap_or_default())
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_string(),
+                f["schema_version"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for f in lake.files_of(table) {
+        let names: Vec<String> = f
+            .schema
+            .fields()
+            .iter()
+            .map(|x| x.name().clone())
+            .take_while(|n| n != "_op")
+            .collect();
+        for b in &f.batches {
+            for row in batch_rows(b, f.manifest_seq) {
+                out.push(NamedRow {
+                    row,
+                    names: names.clone(),
+                    schema_version: versions[&f.path],
+                });
+            }
+        }
+    }
+    out.sort_by_key(|r| r.row.seq);
+    out
+}
+
+fn value<'a>(r: &'a NamedRow, name: &str) -> Option<&'a str> {
+    let i = r.names.iter().position(|n| n == name)?;
+    r.row.values[i].as_deref()
+}
+
+/// Replays by the `id` column, keeping each row's values by name.
+fn replay_by_name(rows: &[NamedRow]) -> BTreeMap<String, BTreeMap<String, Option<String>>> {
+    let mut state = BTreeMap::new();
+    for r in rows {
+        let as_map = |values: &[Option<String>]| -> BTreeMap<String, Option<String>> {
+            r.names
+                .iter()
+                .cloned()
+                .zip(values.iter().cloned())
+                .collect()
+        };
+        match r.row.op.as_str() {
+            "insert" | "snapshot" => {
+                state.insert(value(r, "id").unwrap().to_string(), as_map(&r.row.values));
+            }
+            "update" => {
+                let before = r.row.before.as_ref().expect("update has a before image");
+                state.remove(
+                    before[r.names.iter().position(|n| n == "id").unwrap()]
+                        .as_deref()
+                        .unwrap(),
+                );
+                state.insert(value(r, "id").unwrap().to_string(), as_map(&r.row.values));
+            }
+            "delete" => {
+                state.remove(value(r, "id").unwrap());
+            }
+            "truncate" => state.clear(),
+            other => panic!("unexpected _op {other}"),
+        }
+    }
+    state
+}
+
+/// The source table as `id → {column → value}` for the given columns.
+fn source_by_name(
+    db: &MariaDb,
+    table: &str,
+    columns: &[&str],
+) -> BTreeMap<String, BTreeMap<String, Option<String>>> {
+    db.query_rows(&format!("SELECT {} FROM {table}", columns.join(", ")))
+        .into_iter()
+        .map(|row| {
+            let id = row[0].clone().unwrap();
+            (id, columns.iter().map(|c| c.to_string()).zip(row).collect())
+        })
+        .collect()
+}
+
+fn history_json(sluice: &Sluice, table: &str) -> Vec<Value> {
+    let out = sluice.run_args(&["schema", "history"], &[table, "--json"]);
+    assert!(
+        out.status.success(),
+        "schema history failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn column_names(version: &Value) -> Vec<String> {
+    version["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const LAGGING_SCRIPT: &str = r#"
+CREATE DATABASE shop CHARACTER SET utf8mb4;
+CREATE DATABASE other;
+CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(20), qty INT) DEFAULT CHARSET=latin1;
+INSERT INTO shop.items VALUES (1, 'a€', 1), (2, 'b', 2);
+CREATE TABLE IF NOT EXISTS shop.items (x INT);
+CREATE TABLE shop.tags LIKE shop.items;
+INSERT INTO shop.tags VALUES (10, 't', 1);
+/* two columns at once */ ALTER TABLE shop.items ADD COLUMN price DECIMAL(8,2) AFTER name, ADD COLUMN flag TINYINT FIRST;
+INSERT INTO shop.items (id, name, price, qty, flag) VALUES (3, 'c', 1.50, 3, 1);
+UPDATE shop.items SET price = 9.99 WHERE id = 1;
+ALTER TABLE shop.items DROP COLUMN qty, MODIFY name VARCHAR(40) NOT NULL;
+INSERT INTO shop.items (id, name, price, flag) VALUES (4, 'dddd', 2.00, 0);
+ALTER   TABLE `shop`.`items`
+   CHANGE COLUMN name title VARCHAR(40),   RENAME COLUMN price TO cost;
+INSERT INTO shop.items (id, title, cost, flag) VALUES (5, 'five', 5.00, 0);
+ALTER TABLE shop.items CONVERT TO CHARACTER SET utf8mb4;
+INSERT INTO shop.items (id, title, cost, flag) VALUES (6, '😀 漢字', 6.00, 0);
+ALTER TABLE shop.items ADD COLUMN state ENUM('new','old') DEFAULT 'new';
+INSERT INTO shop.items (id, title, state) VALUES (7, 'seven', 'old');
+ALTER TABLE shop.items MODIFY state ENUM('new','old','gone') DEFAULT 'new';
+UPDATE shop.items SET state = 'gone' WHERE id = 7;
+UPDATE shop.items SET flag = 0 WHERE flag IS NULL;
+ALTER TABLE shop.items DROP PRIMARY KEY, ADD PRIMARY KEY (id, flag);
+DELETE FROM shop.items WHERE id = 2;
+ALTER TABLE shop.items DROP PRIMARY KEY, ADD PRIMARY KEY (id);
+RENAME TABLE shop.items TO shop.goods, shop.tags TO shop.labels;
+INSERT INTO shop.goods (id, title, flag) VALUES (8, 'eight', 1);
+TRUNCATE shop.labels;
+INSERT INTO shop.labels VALUES (11, 'l', 2);
+CREATE TABLE shop.tmp1 (id INT PRIMARY KEY);
+CREATE TABLE shop.tmp2 (id INT PRIMARY KEY);
+INSERT INTO shop.tmp1 VALUES (1);
+INSERT INTO shop.tmp2 VALUES (2);
+DROP TABLE shop.tmp1, shop.tmp2;
+GRANT SELECT ON shop.* TO 'repl'@'%';
+CREATE VIEW shop.v AS SELECT 1 AS one;
+CREATE TABLE other.x (a INT);
+ALTER TABLE other.x ADD b INT;
+INSERT INTO other.x VALUES (1, 2);
+ALTER TABLE shop.goods ALGORITHM=INPLACE, ADD COLUMN note TEXT;
+UPDATE shop.goods SET note = CONCAT('n', id);
+UPDATE shop.labels SET qty = qty + 1;
+"#;
+
+const GOODS_COLUMNS: [&str; 6] = ["id", "flag", "title", "cost", "state", "note"];
+
+fn lagging_replay(metadata: &str) {
+    let db = MariaDb::start_with(&[&format!("--binlog-row-metadata={metadata}")]);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
+    // The start position is taken before the first CREATE: everything is replayed.
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    sluice.include = vec![r"shop\..*".into()];
+    db.sql(LAGGING_SCRIPT);
+    sluice.run_until_caught_up_ok();
+
+    let lake = Lake::read(lake_dir.path());
+    // Every file's columns are those of the schema version its manifest names.
+    for table in ["shop.items", "shop.goods", "shop.tags", "shop.labels"] {
+        let history = history_json(&sluice, table);
+        let by_version: BTreeMap<u64, Vec<String>> = history
+            .iter()
+            .map(|v| (v["version"].as_u64().unwrap(), column_names(v)))
+            .collect();
+        for r in named_rows(&lake, table) {
+            assert_eq!(
+                r.names, by_version[&r.schema_version],
+                "{table} _seq {} file columns",
+                r.row.seq
+            );
+        }
+        if metadata == "FULL" {
+            assert!(
+                history.iter().all(|v| !v["statement"].as_str().unwrap_or("").contains("derived")),
+                "{table}: with FULL metadata the history and the binlog agree, no shape is derived: {history:?}"
+            );
+        }
+    }
+
+    // Values under the names of their time.
+    let items = named_rows(&lake, "shop.items");
+    let find = |id: &str, op: &str| {
+        items
+            .iter()
+            .find(|r| value(r, "id") == Some(id) && r.row.op == op)
+            .unwrap_or_else(|| panic!("{op} of {id}"))
+    };
+    let r1 = find("1", "insert");
+    assert_eq!(
+        (value(r1, "name"), value(r1, "qty")),
+        (Some("a€"), Some("1"))
+    );
+    assert!(!r1.names.contains(&"price".to_string()));
+    let r3 = find("3", "insert");
+    assert_eq!(r3.names, ["flag", "id", "name", "price", "qty"]);
+    assert_eq!(
+        (value(r3, "price"), value(r3, "flag")),
+        (Some("1.50"), Some("1"))
+    );
+    let r5 = find("5", "insert");
+    assert_eq!(r5.names, ["flag", "id", "title", "cost"]);
+    assert_eq!(value(r5, "title"), Some("five"));
+    assert_eq!(value(find("6", "insert"), "title"), Some("😀 漢字"));
+    assert_eq!(value(find("7", "update"), "state"), Some("gone"));
+
+    // The replayed final tables equal the source.
+    let goods = named_rows(&lake, "shop.goods");
+    let expected = source_by_name(&db, "shop.goods", &GOODS_COLUMNS);
+    let actual: BTreeMap<_, _> = replay_by_name(&goods)
+        .into_iter()
+        .map(|(k, row)| {
+            (
+                k,
+                row.into_iter()
+                    .filter(|(n, _)| GOODS_COLUMNS.contains(&n.as_str()))
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(actual, expected, "shop.goods replayed");
+    // Rows written before the rename stay in the old name's folder.
+    let items_state = replay_by_name(&items);
+    assert_eq!(
+        items_state.keys().cloned().collect::<Vec<_>>(),
+        ["1", "3", "4", "5", "6", "7"]
+    );
+
+    let labels = named_rows(&lake, "shop.labels");
+    assert_eq!(
+        labels.iter().map(|r| r.row.op.as_str()).collect::<Vec<_>>(),
+        ["truncate", "insert", "update"]
+    );
+    assert!(
+        labels[0].row.values.iter().all(|v| v.is_none()),
+        "a truncate marker has null table columns"
+    );
+    let labels_state = replay_by_name(&labels);
+    assert_eq!(labels_state.len(), 1);
+    assert_eq!(labels_state["11"]["qty"].as_deref(), Some("3"));
+    for t in ["shop.tmp1", "shop.tmp2"] {
+        let ops: Vec<String> = named_rows(&lake, t).into_iter().map(|r| r.row.op).collect();
+        assert_eq!(
+            ops,
+            ["insert", "truncate"],
+            "{t}: DROP TABLE writes a truncate marker"
+        );
+    }
+    assert!(
+        !lake.tables().iter().any(|t| t.starts_with("other.")),
+        "other.* is not captured"
+    );
+
+    // A DDL statement is a transaction of its own: the marker's _tx_seq is unique.
+    let marker = &labels[0].row;
+    let all: Vec<i64> = lake
+        .tables()
+        .iter()
+        .flat_map(|t| lake.rows(t))
+        .filter(|r| r.tx_seq == marker.tx_seq)
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(all, vec![marker.seq]);
+
+    // The manifests record the DDL, with the rename pairs.
+    let ddl: Vec<&Value> = lake
+        .manifests
+        .iter()
+        .flat_map(|m| m["ddl"].as_array().unwrap().iter())
+        .collect();
+    let rename = ddl
+        .iter()
+        .find(|d| d["statement"].as_str().unwrap().starts_with("RENAME TABLE"))
+        .expect("rename in a manifest");
+    assert_eq!(
+        rename["renamed"],
+        serde_json::json!([{"from": "shop.items", "to": "shop.goods"}, {"from": "shop.tags", "to": "shop.labels"}])
+    );
+    assert!(!ddl
+        .iter()
+        .any(|d| d["statement"].as_str().unwrap().contains("GRANT")));
+
+    // `schema history` lists every version of items in order with its statement.
+    let history = history_json(&sluice, "shop.items");
+    let statements: Vec<&str> = history
+        .iter()
+        .map(|v| v["statement"].as_str().unwrap_or(""))
+        .collect();
+    let ddl_versions: Vec<&str> = statements
+        .iter()
+        .copied()
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert!(ddl_versions.len() >= 10, "{statements:?}");
+    assert!(ddl_versions[0].starts_with("CREATE TABLE shop.items"));
+    assert!(ddl_versions.last().unwrap().starts_with("RENAME TABLE"));
+    assert_eq!(history.last().unwrap()["dropped"], true);
+    let positions: Vec<(String, u64)> = history
+        .iter()
+        .map(|v| {
+            (
+                v["position"]["file"].as_str().unwrap().to_string(),
+                v["position"]["pos"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        positions.windows(2).all(|w| w[0] <= w[1]),
+        "versions in stream order: {positions:?}"
+    );
+
+    // `schema show --at` between two ALTERs answers with the shape of that moment.
+    let v = |n: u64| history.iter().find(|v| v["version"] == n).unwrap();
+    let with_price = history
+        .iter()
+        .find(|v| column_names(v).contains(&"price".to_string()))
+        .unwrap();
+    let next = v(with_price["version"].as_u64().unwrap() + 1);
+    let (file, pos) = (
+        with_price["position"]["file"].as_str().unwrap(),
+        with_price["position"]["pos"].as_u64().unwrap(),
+    );
+    let next_pos = next["position"]["pos"].as_u64().unwrap();
+    assert_eq!(
+        next["position"]["file"].as_str().unwrap(),
+        file,
+        "both ALTERs in one binlog file"
+    );
+    let show = |at: String| -> Value {
+        let out = sluice.run_args(&["schema", "show"], &["shop.items", "--at", &at, "--json"]);
+        assert!(
+            out.status.success(),
+            "schema show failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(
+        column_names(&show(format!("{file}:{}", (pos + next_pos) / 2))),
+        ["flag", "id", "name", "price", "qty"]
+    );
+    assert_eq!(
+        show(format!("{file}:{pos}"))["version"],
+        with_price["version"]
+    );
+    assert_eq!(
+        column_names(&show(format!("{file}:{next_pos}"))),
+        ["flag", "id", "name", "price"]
+    );
+    let human = sluice.run_args(
+        &["schema", "show"],
+        &["shop.items", "--at", &format!("{file}:{}", next_pos - 1)],
+    );
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("price") && text.contains("qty") && text.contains("Decimal128(8, 2)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn lagging_replay_follows_every_schema_change_with_minimal_metadata() {
+    lagging_replay("MINIMAL");
+}
+
+#[test]
+fn lagging_replay_follows_every_schema_change_with_full_metadata() {
+    lagging_replay("FULL");
+}
+
+#[test]
+fn crash_after_ddl_before_checkpoint_leaves_no_phantom_version() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop; CREATE TABLE shop.c (id INT PRIMARY KEY, v INT); INSERT INTO shop.c VALUES (1, 1);");
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    sluice.start = "\"earliest\"".into();
+    sluice.run_until_caught_up_ok();
+    let manifests_before = manifest_paths(lake_dir.path()).len();
+    let committed = history_json(&sluice, "shop.c");
+    let n = committed.len() as i64;
+    assert_eq!(committed.last().unwrap()["statement"], "CREATE TABLE shop.c (id INT PRIMARY KEY, v INT)");
+
+    // A long interval: the ALTER is applied but no checkpoint follows it.
+    sluice.interval = "10m".into();
+    let mut running = sluice.spawn_run(false);
+    std::thread::sleep(Duration::from_millis(1500));
+    db.sql("ALTER TABLE shop.c ADD COLUMN w INT");
+    let store = state_dir.path().join("schema_history.sqlite");
+    let applied = wait_until(Duration::from_secs(30), || {
+        rusqlite::Connection::open(&store)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT COUNT(*) FROM table_versions WHERE table_name = 'c' AND version = ?1",
+                    [n + 1],
+                    |r| r.get::<_, i64>(0),
+                )
+            })
+            .map(|n| n == 1)
+            .unwrap_or(false)
+    });
+    assert!(
+        applied,
+        "the ALTER reached the history store; log:\n{}",
+        running.log_tail(30)
+    );
+    assert_eq!(
+        manifest_paths(lake_dir.path()).len(),
+        manifests_before,
+        "no checkpoint after the DDL yet"
+    );
+    running.kill();
+
+    // Only committed versions are visible, before and after the restart.
+    let before = history_json(&sluice, "shop.c");
+    assert_eq!(before, committed, "the uncommitted version is not shown");
+
+    db.sql("INSERT INTO shop.c VALUES (2, 2, 2);");
+    sluice.interval = "10s".into();
+    sluice.run_until_caught_up_ok();
+    let history = history_json(&sluice, "shop.c");
+    assert_eq!(history.len() as i64, n + 1, "exactly one new version: {history:?}");
+    assert_eq!(&history[..committed.len()], &committed[..]);
+    let alter = history.last().unwrap();
+    assert_eq!(alter["version"].as_i64().unwrap(), n + 1);
+    assert_eq!(alter["statement"], "ALTER TABLE shop.c ADD COLUMN w INT");
+    let lake = Lake::read(lake_dir.path());
+    let rows = named_rows(&lake, "shop.c");
+    let last = rows.last().unwrap();
+    assert_eq!((last.schema_version as i64, value(last, "w")), (n + 1, Some("2")));
+    assert_eq!(
+        rows.iter().filter(|r| value(r, "id") == Some("2")).count(),
+        1,
+        "no duplicate row"
+    );
+}
+
+#[test]
+fn lost_state_dir_is_rebuilt_from_the_lake() {
+    let db = MariaDb::start();
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
+    let sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    db.sql(
+        "CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, a VARCHAR(10));
+         INSERT INTO shop.t VALUES (1, 'x');
+         ALTER TABLE shop.t ADD COLUMN b INT;
+         INSERT INTO shop.t VALUES (2, 'y', 2);",
+    );
+    sluice.run_until_caught_up_ok();
+    let before = history_json(&sluice, "shop.t");
+    std::fs::remove_dir_all(state_dir.path()).unwrap();
+
+    // While the state dir is gone, more DDL and rows arrive.
+    db.sql("ALTER TABLE shop.t DROP COLUMN a; INSERT INTO shop.t VALUES (3, 3); UPDATE shop.t SET b = id * 10;");
+    sluice.run_until_caught_up_ok();
+    let after = history_json(&sluice, "shop.t");
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "the old versions came back from the lake"
+    );
+    assert_eq!(after.len(), before.len() + 1);
+    assert_eq!(column_names(after.last().unwrap()), ["id", "b"]);
+
+    let lake = Lake::read(lake_dir.path());
+    let state = replay_by_name(&named_rows(&lake, "shop.t"));
+    let expected = source_by_name(&db, "shop.t", &["id", "b"]);
+    assert_eq!(state, expected);
+}
+
+#[test]
+fn unreadable_ddl_stops_with_the_way_out_and_resync_continues() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop; CREATE TABLE shop.u (id INT PRIMARY KEY);");
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
+    let sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    db.sql("INSERT INTO shop.u VALUES (1);");
+    sluice.run_until_caught_up_ok();
+    let manifests = manifest_paths(lake_dir.path());
+    db.sql(
+        "ALTER TABLE shop.u ADD COLUMN p POINT REF_SYSTEM_ID=4326;
+         INSERT INTO shop.u VALUES (2, ST_GeomFromText('POINT(1 2)'));",
+    );
+    let out = sluice.run_until_caught_up();
+    let line = assert_definite_error(&out);
+    assert_eq!(manifest_paths(lake_dir.path()), manifests, "the failed run committed nothing");
+    for needle in [
+        "shop.u",
+        "REF_SYSTEM_ID",
+        "sluice schema resync",
+        "binlog.000001:",
+    ] {
+        assert!(line.contains(needle), "`{needle}` in: {line}");
+    }
+
+    let resync = sluice.run_args(&["schema", "resync"], &["shop.u"]);
+    assert!(
+        resync.status.success(),
+        "resync failed: {}",
+        String::from_utf8_lossy(&resync.stderr)
+    );
+    sluice.run_until_caught_up_ok();
+
+    let lake = Lake::read(lake_dir.path());
+    let rows = named_rows(&lake, "shop.u");
+    let r2 = rows
+        .iter()
+        .find(|r| value(r, "id") == Some("2"))
+        .expect("row 2 after the resync");
+    let hex = db
+        .query_value("SELECT HEX(p) FROM shop.u WHERE id = 2")
+        .unwrap();
+    assert_eq!(value(r2, "p"), Some(hex.as_str()));
+    let history = history_json(&sluice, "shop.u");
+    assert_eq!(column_names(history.last().unwrap()), ["id", "p"]);
+    assert!(history.last().unwrap()["statement"]
+        .as_str()
+        .unwrap()
+        .contains("REF_SYSTEM_ID"));
+}

@@ -1,0 +1,400 @@
+//! Every MySQL type family of DESIGN.md, with edge values, goes through the
+//! binlog into Parquet and reads back as what SELECT returns.
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arrow::datatypes::{DataType, Field, TimeUnit};
+use common::*;
+
+const CREATE: &str = r#"
+CREATE DATABASE shop;
+CREATE TABLE shop.types (
+  id   INT NOT NULL PRIMARY KEY,
+  ti   TINYINT,            tiu TINYINT UNSIGNED,
+  si   SMALLINT,           siu SMALLINT UNSIGNED,
+  mi   MEDIUMINT,          miu MEDIUMINT UNSIGNED,
+  i    INT,                iu  INT UNSIGNED,
+  bi   BIGINT,             biu BIGINT UNSIGNED,
+  flag BOOLEAN,
+  d65  DECIMAL(65,30),     d10 DECIMAL(10,2),
+  f    FLOAT,              dbl DOUBLE,
+  dt   DATETIME(6),        dt0 DATETIME,
+  ts   TIMESTAMP(6) NULL DEFAULT NULL,
+  tm   TIME(6),            tm0 TIME,
+  dte  DATE,               yr  YEAR,
+  b1   BIT(1),             b64 BIT(64),
+  en   ENUM('small','medium','large'),
+  st   SET('a','b','c'),
+  ch   CHAR(5) CHARACTER SET utf8mb4,
+  vc   VARCHAR(100) CHARACTER SET utf8mb4,
+  l1   VARCHAR(50) CHARACTER SET latin1,
+  l1t  TEXT CHARACTER SET latin1,
+  bn   BINARY(8),          vb  VARBINARY(20),
+  bl   BLOB,               js  JSON,
+  pt   POINT
+) ENGINE=InnoDB;
+CREATE TABLE shop.other (id INT PRIMARY KEY, v INT);
+"#;
+
+/// (column, SELECT expression rendering like `mysql_text`, Arrow type of DESIGN.md)
+fn columns() -> Vec<(&'static str, &'static str, DataType)> {
+    use DataType::*;
+    let us = TimeUnit::Microsecond;
+    vec![
+        ("id", "id", Int32),
+        ("ti", "ti", Int8),
+        ("tiu", "tiu", UInt8),
+        ("si", "si", Int16),
+        ("siu", "siu", UInt16),
+        ("mi", "mi", Int32),
+        ("miu", "miu", UInt32),
+        ("i", "i", Int32),
+        ("iu", "iu", UInt32),
+        ("bi", "bi", Int64),
+        ("biu", "biu", UInt64),
+        ("flag", "flag", Int8),
+        ("d65", "d65", Decimal256(65, 30)),
+        ("d10", "d10", Decimal128(10, 2)),
+        ("f", "f", Float32),
+        ("dbl", "dbl", Float64),
+        (
+            "dt",
+            "NULLIF(dt, '0000-00-00 00:00:00')",
+            Timestamp(us, None),
+        ),
+        (
+            "dt0",
+            "CAST(NULLIF(dt0, '0000-00-00 00:00:00') AS DATETIME(6))",
+            Timestamp(us, None),
+        ),
+        (
+            "ts",
+            "NULLIF(ts, '0000-00-00 00:00:00')",
+            Timestamp(us, Some("UTC".into())),
+        ),
+        ("tm", "tm", Duration(us)),
+        ("tm0", "CAST(tm0 AS TIME(6))", Duration(us)),
+        ("dte", "NULLIF(dte, '0000-00-00')", Date32),
+        ("yr", "yr+0", Int16),
+        ("b1", "b1+0", UInt64),
+        ("b64", "b64+0", UInt64),
+        ("en", "en", Utf8),
+        ("st", "st", List(Arc::new(Field::new("item", Utf8, true)))),
+        ("ch", "ch", Utf8),
+        ("vc", "vc", Utf8),
+        ("l1", "l1", Utf8),
+        ("l1t", "l1t", Utf8),
+        ("bn", "HEX(bn)", Binary),
+        ("vb", "HEX(vb)", Binary),
+        ("bl", "HEX(bl)", Binary),
+        ("js", "js", Utf8),
+        ("pt", "HEX(pt)", Binary),
+    ]
+}
+
+const FLOAT_COLS: [(&str, usize); 2] = [("f", 6), ("dbl", 17)];
+
+const D65_MAX: &str = "99999999999999999999999999999999999.999999999999999999999999999999";
+
+fn insert_script() -> String {
+    let ones = "1".repeat(64);
+    format!(
+        r#"
+SET SESSION sql_mode = 'STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION';
+BEGIN;
+-- 1: minimum values
+INSERT INTO shop.types VALUES (1,
+  -128, 0, -32768, 0, -8388608, 0, -2147483648, 0, -9223372036854775808, 0, 0,
+  -{D65_MAX}, -99999999.99, -3.40282e38, -1.7976931348623157e308,
+  '1000-01-01 00:00:00.000000', '1000-01-01 00:00:00', '1970-01-01 00:00:01.000000',
+  '-838:59:59.000000', '-838:59:59', '1000-01-01', 1901,
+  b'0', b'0', 'small', '', '', '', '', '',
+  x'', x'', x'', '{{}}', ST_GeomFromText('POINT(0 0)'));
+-- 2: maximum values
+INSERT INTO shop.types VALUES (2,
+  127, 255, 32767, 65535, 8388607, 16777215, 2147483647, 4294967295,
+  9223372036854775807, 18446744073709551615, 1,
+  {D65_MAX}, 99999999.99, 3.40282e38, 1.7976931348623157e308,
+  '9999-12-31 23:59:59.999999', '9999-12-31 23:59:59', '2038-01-19 03:14:07.999999',
+  '838:59:59.000000', '838:59:59', '9999-12-31', 2155,
+  b'1', b'{ones}', 'large', 'a,b,c', 'abc', '😀 漢字 ünïcödé 🇩🇪', '€ àéîõü ß ÿ', 'Ça coûte 5 € — naïve „quoted“',
+  x'00410042', x'00FF00', REPEAT(x'00FF', 5000),
+  '{{"a": [1, 2.5, "x"], "b": null, "c": {{"d": true}}}}', ST_GeomFromText('POINT(1 2)'));
+-- 3: NULL in every nullable column
+INSERT INTO shop.types (id) VALUES (3);
+-- 4: fractions, small values, TIME over 24 h, YEAR 0
+INSERT INTO shop.types VALUES (4,
+  -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, 1,
+  0.000000000000000000000000000001, -12.34, 1.5, 0.1,
+  '2024-02-29 12:34:56.789012', '2024-02-29 12:34:56', '2024-02-29 12:34:56.000001',
+  '100:00:00.5', '-00:00:01', '2024-02-29', 0,
+  b'1', b'1010', 'medium', 'a,c', 'x y', '中文テキスト', 'Ä', REPEAT('é', 300),
+  x'FF', x'', x'DEADBEEF', '[1, 2, 3]', ST_GeomFromText('POINT(-1.5 1e10)'));
+-- 5: zero dates (null in the lake), a tiny negative TIME
+INSERT INTO shop.types VALUES (5,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  -1.5, 0.00, -0.25, -2.5e-300,
+  '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00',
+  '-00:00:00.000001', '00:00:00', '0000-00-00', 2000,
+  b'0', b'1', 'small', 'b', 'z', 'plain', 'plain', 'plain',
+  x'0000000000000001', x'01', x'00', '"str"', ST_GeomFromText('POINT(3 4)'));
+COMMIT;
+-- 6: a transaction of its own
+INSERT INTO shop.types (id, vc, d10, tm) VALUES (6, 'six', 6.00, '-12:00:00.25');
+INSERT INTO shop.other VALUES (1, 1);
+"#
+    )
+}
+
+fn update_script() -> String {
+    r#"
+SET SESSION sql_mode = 'STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION';
+-- every column of row 4 changes
+UPDATE shop.types SET
+  ti = 100, tiu = 200, si = 30000, siu = 60000, mi = 8000000, miu = 16000000,
+  i = 2000000000, iu = 4000000000, bi = 9000000000000000000, biu = 18000000000000000000, flag = 0,
+  d65 = -12345678901234567890.123456789012345678901234567890, d10 = 42.42, f = -7.25, dbl = 6.02214076e23,
+  dt = '1999-12-31 23:59:59.999999', dt0 = '1999-12-31 23:59:59', ts = '2001-09-09 01:46:40.5',
+  tm = '-100:00:00.000001', tm0 = '23:59:59', dte = '1999-12-31', yr = 1999,
+  b1 = b'0', b64 = b'1000000000000000000000000000000000000000000000000000000000000000',
+  en = 'large', st = '', ch = 'chg', vc = 'changed ✓', l1 = 'ñ', l1t = 'Œuvre',
+  bn = x'0102030405060708', vb = x'ABCDEF', bl = x'', js = '{"k": "v"}',
+  pt = ST_GeomFromText('POINT(9 9)')
+WHERE id = 4;
+-- every column of row 1 changes, from minimum to NULL
+UPDATE shop.types SET
+  ti = NULL, tiu = NULL, si = NULL, siu = NULL, mi = NULL, miu = NULL, i = NULL, iu = NULL,
+  bi = NULL, biu = NULL, flag = NULL, d65 = NULL, d10 = NULL, f = NULL, dbl = NULL,
+  dt = NULL, dt0 = NULL, ts = NULL, tm = NULL, tm0 = NULL, dte = NULL, yr = NULL,
+  b1 = NULL, b64 = NULL, en = NULL, st = NULL, ch = NULL, vc = NULL, l1 = NULL, l1t = NULL,
+  bn = NULL, vb = NULL, bl = NULL, js = NULL, pt = NULL
+WHERE id = 1;
+-- the primary key changes
+UPDATE shop.types SET id = 50, vc = 'moved' WHERE id = 5;
+"#
+    .to_owned()
+}
+
+/// Floats compared at the precision the client prints them with.
+fn normalize_floats(row: &mut [Option<String>], names: &[&str]) {
+    for (col, digits) in FLOAT_COLS {
+        let i = names.iter().position(|n| *n == col).unwrap();
+        if let Some(v) = &row[i] {
+            let x: f64 = v
+                .parse()
+                .unwrap_or_else(|_| panic!("{col} = {v:?} is not a number"));
+            row[i] = Some(format!("{:.*e}", digits - 1, x));
+        }
+    }
+}
+
+fn select_list() -> String {
+    columns()
+        .iter()
+        .map(|(_, e, _)| *e)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn source_rows(db: &MariaDb, where_: &str) -> BTreeMap<Vec<String>, Vec<Option<String>>> {
+    let names: Vec<&str> = columns().iter().map(|c| c.0).collect();
+    let mut map = db.table_map(
+        &format!("SELECT {} FROM shop.types {where_}", select_list()),
+        &[0],
+    );
+    for row in map.values_mut() {
+        normalize_floats(row, &names);
+    }
+    map
+}
+
+#[test]
+fn every_type_reads_back_as_select_returns_it() {
+    let db = MariaDb::start();
+    db.sql(CREATE);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
+    let sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    let (start_file, start_pos) = db.binlog_head();
+    let started = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+
+    db.sql(&insert_script());
+    let before_update = source_rows(&db, "WHERE id IN (1, 4, 5)");
+    db.sql(&update_script());
+    let before_delete = source_rows(&db, "WHERE id IN (2, 3)");
+    db.sql("DELETE FROM shop.types WHERE id IN (2, 3)");
+    let expected = source_rows(&db, "");
+    assert_eq!(expected.len(), 4);
+
+    let out = sluice.run_until_caught_up_ok();
+    eprintln!(
+        "sluice stderr tail:\n{}",
+        tail(&String::from_utf8_lossy(&out.stderr), 10)
+    );
+    let status = sluice.status_json();
+    assert!(
+        status.to_string().contains("shop.types"),
+        "status --json names the committed tables: {status}"
+    );
+    let lake = Lake::read(lake_dir.path());
+    let finished = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert_eq!(
+        lake.tables().into_iter().collect::<Vec<_>>(),
+        vec!["shop.other".to_string(), "shop.types".to_string()]
+    );
+
+    // The Parquet schema: table columns in table order with the types of DESIGN.md,
+    // then the CDC columns.
+    let schema = lake.schema("shop.types");
+    let names: Vec<&str> = columns().iter().map(|c| c.0).collect();
+    let mut expected_names: Vec<&str> = names.clone();
+    expected_names.extend(CDC_COLUMNS);
+    let actual_names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(actual_names, expected_names);
+    let mut wrong = Vec::new();
+    for (name, _, want) in columns() {
+        let got = schema.field_with_name(name).unwrap().data_type();
+        if logical_type(got) != want {
+            wrong.push(format!("{name}: got {got:?}, want {want:?}"));
+        }
+    }
+    let cdc_types = [
+        ("_op", DataType::Utf8),
+        ("_seq", DataType::Int64),
+        ("_tx_seq", DataType::Int64),
+        ("_binlog_file", DataType::Utf8),
+        ("_binlog_pos", DataType::Int64),
+        ("_gtid", DataType::Utf8),
+        (
+            "_ts",
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+        ),
+        ("_sql", DataType::Utf8),
+    ];
+    for (name, want) in cdc_types {
+        let got = schema.field_with_name(name).unwrap().data_type();
+        if logical_type(got) != want {
+            wrong.push(format!("{name}: got {got:?}, want {want:?}"));
+        }
+    }
+    match schema.field_with_name("_before").unwrap().data_type() {
+        DataType::Struct(children) => {
+            let child_names: Vec<&str> = children.iter().map(|f| f.name().as_str()).collect();
+            assert_eq!(child_names, names, "_before has the table's columns");
+            for (child, (name, _, want)) in children.iter().zip(columns()) {
+                if logical_type(child.data_type()) != want || !child.is_nullable() {
+                    wrong.push(format!(
+                        "_before.{name}: got {:?} nullable={}, want {want:?} nullable",
+                        child.data_type(),
+                        child.is_nullable()
+                    ));
+                }
+            }
+        }
+        other => wrong.push(format!("_before: got {other:?}, want a struct")),
+    }
+    assert!(schema.field_with_name("_before").unwrap().is_nullable());
+    assert!(
+        wrong.is_empty(),
+        "Arrow types differ from DESIGN.md:\n{}",
+        wrong.join("\n")
+    );
+
+    // The change rows.
+    let mut rows = lake.rows("shop.types");
+    for r in rows.iter_mut() {
+        normalize_floats(&mut r.values, &names);
+        if let Some(b) = r.before.as_mut() {
+            normalize_floats(b, &names);
+        }
+    }
+    let counts = op_counts(&rows);
+    assert_eq!(counts.get("insert"), Some(&6), "{counts:?}");
+    assert_eq!(counts.get("update"), Some(&3), "{counts:?}");
+    assert_eq!(counts.get("delete"), Some(&2), "{counts:?}");
+    assert_eq!(rows.len(), 11, "{counts:?}");
+
+    // Replay equals SELECT, for every column.
+    let replayed = replay(&rows, &[0]);
+    eprintln!("lake row 4: {:?}", replayed.get(&vec!["4".to_string()]));
+    assert_same_table("shop.types", &expected, &replayed);
+
+    // Inserts and deletes carry no before image; updates carry the pre-update row.
+    for r in &rows {
+        match r.op.as_str() {
+            "insert" | "delete" => assert!(
+                r.before.is_none(),
+                "{} row _seq {} has a _before",
+                r.op,
+                r.seq
+            ),
+            _ => {}
+        }
+    }
+    let updates: Vec<&Row> = rows.iter().filter(|r| r.op == "update").collect();
+    let befores: Vec<Vec<Option<String>>> =
+        updates.iter().map(|r| r.before.clone().unwrap()).collect();
+    for id in ["4", "1", "5"] {
+        let want = &before_update[&vec![id.to_string()]];
+        let got = befores
+            .iter()
+            .find(|b| b[0].as_deref() == Some(id))
+            .unwrap_or_else(|| panic!("no update with _before.id = {id}"));
+        assert_same_table(
+            &format!("_before of the update of id {id}"),
+            &BTreeMap::from([(vec![id.to_string()], want.clone())]),
+            &BTreeMap::from([(vec![id.to_string()], got.clone())]),
+        );
+    }
+    let deletes: BTreeMap<Vec<String>, Vec<Option<String>>> = rows
+        .iter()
+        .filter(|r| r.op == "delete")
+        .map(|r| (key_of(&r.values, &[0]), r.values.clone()))
+        .collect();
+    assert_same_table("deleted rows", &before_delete, &deletes);
+
+    // CDC columns.
+    let gtid = regex::Regex::new(r"^0-1-\d+$").unwrap();
+    for r in &rows {
+        assert_eq!(r.binlog_file, start_file);
+        assert!(
+            r.binlog_pos as u64 >= start_pos,
+            "_binlog_pos {} before start {start_pos}",
+            r.binlog_pos
+        );
+        let g = r
+            .gtid
+            .as_deref()
+            .unwrap_or_else(|| panic!("_gtid is null on MariaDB (_seq {})", r.seq));
+        assert!(gtid.is_match(g), "_gtid {g:?} is not domain-server-seq");
+        let ts = r.ts_ms.expect("_ts is set");
+        assert!(
+            ts >= started - 2_000 && ts <= finished + 2_000 && ts % 1000 == 0,
+            "_ts {ts} not a whole second between {started} and {finished}"
+        );
+    }
+    // The first five inserts are one transaction; every later statement its own.
+    let inserts: Vec<&Row> = rows.iter().filter(|r| r.op == "insert").collect();
+    assert!(inserts[..5]
+        .iter()
+        .all(|r| r.tx_seq == inserts[0].tx_seq && r.gtid == inserts[0].gtid));
+    assert!(inserts[5].tx_seq > inserts[0].tx_seq);
+    let mut tx: Vec<i64> = rows[5..].iter().map(|r| r.tx_seq).collect();
+    tx.dedup();
+    assert_eq!(
+        tx.len(),
+        5,
+        "row 6, three updates and the delete are five transactions"
+    );
+    let deleted: Vec<&Row> = rows.iter().filter(|r| r.op == "delete").collect();
+    assert_eq!(deleted[0].tx_seq, deleted[1].tx_seq);
+}
