@@ -411,7 +411,10 @@ fn crash_after_ddl_before_checkpoint_leaves_no_phantom_version() {
     let manifests_before = manifest_paths(lake_dir.path()).len();
     let committed = history_json(&sluice, "shop.c");
     let n = committed.len() as i64;
-    assert_eq!(committed.last().unwrap()["statement"], "CREATE TABLE shop.c (id INT PRIMARY KEY, v INT)");
+    assert_eq!(
+        committed.last().unwrap()["statement"],
+        "CREATE TABLE shop.c (id INT PRIMARY KEY, v INT)"
+    );
 
     // A long interval: the ALTER is applied but no checkpoint follows it.
     sluice.interval = "10m".into();
@@ -451,7 +454,11 @@ fn crash_after_ddl_before_checkpoint_leaves_no_phantom_version() {
     sluice.interval = "10s".into();
     sluice.run_until_caught_up_ok();
     let history = history_json(&sluice, "shop.c");
-    assert_eq!(history.len() as i64, n + 1, "exactly one new version: {history:?}");
+    assert_eq!(
+        history.len() as i64,
+        n + 1,
+        "exactly one new version: {history:?}"
+    );
     assert_eq!(&history[..committed.len()], &committed[..]);
     let alter = history.last().unwrap();
     assert_eq!(alter["version"].as_i64().unwrap(), n + 1);
@@ -459,7 +466,10 @@ fn crash_after_ddl_before_checkpoint_leaves_no_phantom_version() {
     let lake = Lake::read(lake_dir.path());
     let rows = named_rows(&lake, "shop.c");
     let last = rows.last().unwrap();
-    assert_eq!((last.schema_version as i64, value(last, "w")), (n + 1, Some("2")));
+    assert_eq!(
+        (last.schema_version as i64, value(last, "w")),
+        (n + 1, Some("2"))
+    );
     assert_eq!(
         rows.iter().filter(|r| value(r, "id") == Some("2")).count(),
         1,
@@ -517,7 +527,11 @@ fn unreadable_ddl_stops_with_the_way_out_and_resync_continues() {
     );
     let out = sluice.run_until_caught_up();
     let line = assert_definite_error(&out);
-    assert_eq!(manifest_paths(lake_dir.path()), manifests, "the failed run committed nothing");
+    assert_eq!(
+        manifest_paths(lake_dir.path()),
+        manifests,
+        "the failed run committed nothing"
+    );
     for needle in [
         "shop.u",
         "REF_SYSTEM_ID",

@@ -203,7 +203,12 @@ impl SchemaTracker {
     /// provisional: a `CREATE TABLE` in the stream replaces them, and they
     /// become versions when the stream first needs them, so the history never
     /// claims a table had a shape at a time it did not exist.
-    pub fn bootstrap(&mut self, tables: Vec<TableSchema>, at: &StreamPoint, at_head: bool) -> Result<()> {
+    pub fn bootstrap(
+        &mut self,
+        tables: Vec<TableSchema>,
+        at: &StreamPoint,
+        at_head: bool,
+    ) -> Result<()> {
         for t in tables {
             let key = (t.database.clone(), t.name.clone());
             if self.known(&key) {
@@ -220,7 +225,12 @@ impl SchemaTracker {
 
     /// Every table of `db` the tracker knows, provisional ones included.
     fn tables_in(&self, db: &str) -> Vec<TableName> {
-        self.current.keys().chain(self.provisional.keys()).filter(|k| k.0 == db).cloned().collect()
+        self.current
+            .keys()
+            .chain(self.provisional.keys())
+            .filter(|k| k.0 == db)
+            .cloned()
+            .collect()
     }
 
     /// The shape in force for `t`, turning a provisional bootstrap into a version.
@@ -229,7 +239,14 @@ impl SchemaTracker {
             return Ok(Some(Arc::clone(s)));
         }
         match self.provisional.remove(t) {
-            Some((schema, at)) => Ok(Some(self.record(t, schema.columns, schema.charset, &at, None, false)?)),
+            Some((schema, at)) => Ok(Some(self.record(
+                t,
+                schema.columns,
+                schema.charset,
+                &at,
+                None,
+                false,
+            )?)),
             None => Ok(None),
         }
     }
@@ -275,9 +292,7 @@ impl SchemaTracker {
             Err(why) => {
                 let named: Vec<TableName> = match ddl_effect(statement, default_db) {
                     DdlEffect::Tables(t) => t,
-                    DdlEffect::DropDatabase(db) => {
-                        self.tables_in(&db)
-                    }
+                    DdlEffect::DropDatabase(db) => self.tables_in(&db),
                     DdlEffect::None => vec![],
                 };
                 let captured: Vec<TableName> =
@@ -568,8 +583,7 @@ impl SchemaTracker {
                 self.db_charsets.insert(db, charset);
             }
             Change::DropDatabase(db) => {
-                let tables: Vec<TableName> =
-                    self.tables_in(&db);
+                let tables: Vec<TableName> = self.tables_in(&db);
                 self.apply_change(Change::Drop(tables), statement, at, fx, touched, renamed)?;
                 self.db_charsets.remove(&db);
             }
