@@ -643,6 +643,29 @@ fn split_top_level(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// MODIFY (`old` = `new`) and CHANGE: the column's full new definition.
+fn changed_column(
+    old: &sqlparser::ast::Ident,
+    new: &sqlparser::ast::Ident,
+    data_type: &sqlparser::ast::DataType,
+    options: &[ColumnOption],
+    column_position: &Option<MySQLColumnPosition>,
+) -> AlterOp {
+    let mut column = ColumnSpec {
+        name: new.value.clone(),
+        mysql_type: data_type.to_string(),
+        charset: None,
+        nullable: true,
+        primary_key: false,
+    };
+    spec_options(&mut column, options.iter());
+    AlterOp::Change {
+        old: old.value.clone(),
+        column,
+        position: position(column_position),
+    }
+}
+
 fn alter_op(op: &AlterTableOperation, default_db: &str) -> Result<Vec<AlterOp>, String> {
     Ok(match op {
         AlterTableOperation::AddColumn {
@@ -664,42 +687,26 @@ fn alter_op(op: &AlterTableOperation, default_db: &str) -> Result<Vec<AlterOp>, 
             data_type,
             options,
             column_position,
-        } => {
-            let mut spec = ColumnSpec {
-                name: col_name.value.clone(),
-                mysql_type: data_type.to_string(),
-                charset: None,
-                nullable: true,
-                primary_key: false,
-            };
-            spec_options(&mut spec, options.iter());
-            vec![AlterOp::Change {
-                old: col_name.value.clone(),
-                column: spec,
-                position: position(column_position),
-            }]
-        }
+        } => vec![changed_column(
+            col_name,
+            col_name,
+            data_type,
+            options,
+            column_position,
+        )],
         AlterTableOperation::ChangeColumn {
             old_name,
             new_name,
             data_type,
             options,
             column_position,
-        } => {
-            let mut spec = ColumnSpec {
-                name: new_name.value.clone(),
-                mysql_type: data_type.to_string(),
-                charset: None,
-                nullable: true,
-                primary_key: false,
-            };
-            spec_options(&mut spec, options.iter());
-            vec![AlterOp::Change {
-                old: old_name.value.clone(),
-                column: spec,
-                position: position(column_position),
-            }]
-        }
+        } => vec![changed_column(
+            old_name,
+            new_name,
+            data_type,
+            options,
+            column_position,
+        )],
         AlterTableOperation::RenameColumn {
             old_column_name,
             new_column_name,
