@@ -32,6 +32,8 @@ pub struct SourceConfig {
     pub start: StartPosition,
     pub connect_timeout: Duration,
     pub heartbeat: Duration,
+    /// `_sql` is cut at this many bytes.
+    pub max_sql_bytes: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,6 +111,7 @@ struct RawSource {
     start: Option<toml::Value>,
     connect_timeout: Option<String>,
     heartbeat: Option<String>,
+    max_sql_bytes: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -234,6 +237,10 @@ fn parse_source(raw: RawSource) -> std::result::Result<SourceConfig, String> {
         start: parse_start(raw.start)?,
         connect_timeout: opt_duration(raw.connect_timeout, "source.connect_timeout", 10)?,
         heartbeat: opt_duration(raw.heartbeat, "source.heartbeat", 5)?,
+        max_sql_bytes: match raw.max_sql_bytes {
+            Some(s) => parse_size(&s).map_err(|e| format!("source.max_sql_bytes: {e}"))?,
+            None => 4096,
+        },
     })
 }
 

@@ -65,6 +65,9 @@ struct Pipeline<'a> {
     tx_gtid: Option<String>,
     /// The transaction is a DDL statement: it consumes a `_tx_seq` of its own.
     tx_ddl: bool,
+    /// The statement of the rows events that follow (MySQL Rows_query,
+    /// MariaDB Annotate_rows), truncated at `source.max_sql_bytes`.
+    tx_sql: Option<Arc<str>>,
     /// MariaDB GTID state: domain → `domain-server-seq`.
     gtid_state: BTreeMap<u64, String>,
     last_checkpoint: Instant,
@@ -192,6 +195,7 @@ pub async fn run(
         tx_rows: 0,
         tx_gtid: None,
         tx_ddl: false,
+        tx_sql: None,
         last_checkpoint: Instant::now(),
         stats: DecodeStats::default(),
         summary: RunSummary::default(),
@@ -341,6 +345,7 @@ impl Pipeline<'_> {
         self.tx_rows = 0;
         self.tx_gtid = None;
         self.tx_ddl = false;
+        self.tx_sql = None;
         self.position()
     }
 
@@ -427,6 +432,11 @@ impl Pipeline<'_> {
                     }
                 }
             }
+            et::MYSQL_ROWS_QUERY | et::MARIADB_ANNOTATE_ROWS => {
+                let text = decode::statement_text(ty, body, self.config.source.max_sql_bytes);
+                self.tx_sql = Some(text);
+                Ok(false)
+            }
             et::XID => {
                 self.boundary(end);
                 Ok(true)
@@ -508,6 +518,7 @@ impl Pipeline<'_> {
             pos: start,
             gtid: self.tx_gtid.as_deref(),
             timestamp,
+            sql: self.tx_sql.as_ref(),
         };
         let rows = decode_rows(
             &plan,
@@ -597,6 +608,7 @@ impl Pipeline<'_> {
                 pos: at.position.pos,
                 gtid: at.gtid.as_deref(),
                 timestamp: at.timestamp,
+                sql: None,
             };
             if let Some(b) = self.buffers.get_mut(&name) {
                 b.push_marker(self.next_seq, &origin);
@@ -617,6 +629,7 @@ impl Pipeline<'_> {
             self.next_tx_seq += 1;
         }
         self.tx_ddl = false;
+        self.tx_sql = None;
         self.tx_rows = 0;
         if let Some(gtid) = self.tx_gtid.take() {
             if let Some(domain) = gtid.split('-').next().and_then(|d| d.parse().ok()) {

@@ -44,6 +44,8 @@ pub struct RowOrigin<'a> {
     pub gtid: Option<&'a str>,
     /// Event header timestamp, seconds since the epoch.
     pub timestamp: u32,
+    /// The statement that produced the rows (Rows_query / Annotate_rows).
+    pub sql: Option<&'a Arc<str>>,
 }
 
 /// The Arrow schema of a table's Parquet files: its columns, then the CDC columns.
@@ -85,7 +87,9 @@ pub struct TableBuffer {
     pos: Int64Builder,
     gtid: StringBuilder,
     ts: TimestampMillisecondBuilder,
-    sql: StringDictionaryBuilder<Int32Type>,
+    /// `_sql` as dictionary keys into `sql_values`: one copy per statement.
+    sql_keys: Int32Builder,
+    sql_values: Vec<Arc<str>>,
     rows: usize,
     approx_bytes: usize,
 }
@@ -115,7 +119,8 @@ impl TableBuffer {
             pos: Int64Builder::new(),
             gtid: StringBuilder::new(),
             ts: TimestampMillisecondBuilder::new().with_timezone("UTC"),
-            sql: StringDictionaryBuilder::new(),
+            sql_keys: Int32Builder::new(),
+            sql_values: Vec::new(),
             rows: 0,
             approx_bytes: 0,
         }
@@ -146,7 +151,19 @@ impl TableBuffer {
         self.pos.append_value(origin.pos as i64);
         self.gtid.append_option(origin.gtid);
         self.ts.append_value(origin.timestamp as i64 * 1000);
-        self.sql.append_null();
+        match origin.sql {
+            Some(sql) => {
+                if !self
+                    .sql_values
+                    .last()
+                    .is_some_and(|last| Arc::ptr_eq(last, sql))
+                {
+                    self.sql_values.push(Arc::clone(sql));
+                }
+                self.sql_keys.append_value(self.sql_values.len() as i32 - 1);
+            }
+            None => self.sql_keys.append_null(),
+        }
         self.rows += 1;
         self.approx_bytes += value_bytes + CDC_ROW_BYTES + 8 * self.columns.len();
     }
@@ -176,10 +193,60 @@ impl TableBuffer {
         arrays.push(Arc::new(self.pos.finish()));
         arrays.push(Arc::new(self.gtid.finish()));
         arrays.push(Arc::new(self.ts.finish()));
-        arrays.push(Arc::new(self.sql.finish()));
+        let sql_values =
+            StringArray::from_iter_values(self.sql_values.drain(..).map(|s| s.to_string()));
+        arrays.push(Arc::new(DictionaryArray::<Int32Type>::try_new(
+            self.sql_keys.finish(),
+            Arc::new(sql_values),
+        )?));
         arrays.push(Arc::new(before));
         self.rows = 0;
         self.approx_bytes = 0;
         Ok(RecordBatch::try_new(Arc::clone(&self.schema), arrays)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ColumnDef;
+
+    #[test]
+    fn sql_is_held_once_per_statement() {
+        let table = TableSchema {
+            database: "shop".into(),
+            name: "t".into(),
+            version: 1,
+            columns: vec![ColumnDef::new("id", "int", None, false, true).unwrap()],
+            charset: None,
+        };
+        let mut b = TableBuffer::new(Arc::new(table));
+        let (a, c): (Arc<str>, Arc<str>) = (Arc::from("INSERT a"), Arc::from("INSERT c"));
+        for sql in [Some(&a), Some(&a), None, Some(&c)] {
+            b.columns[0].append_i64(1);
+            let origin = RowOrigin {
+                tx_seq: 1,
+                file: "binlog.000001",
+                pos: 4,
+                gtid: None,
+                timestamp: 0,
+                sql,
+            };
+            b.finish_row(RowOp::Insert, 1, &origin, 4);
+        }
+        let batch = b.finish().unwrap();
+        let sql = batch
+            .column_by_name("_sql")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<DictionaryArray<Int32Type>>()
+            .unwrap();
+        let keys: Vec<Option<i32>> = sql.keys().iter().collect();
+        assert_eq!(keys, vec![Some(0), Some(0), None, Some(1)]);
+        let values = sql.values().as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(
+            values.iter().collect::<Vec<_>>(),
+            vec![Some("INSERT a"), Some("INSERT c")]
+        );
     }
 }

@@ -20,6 +20,7 @@ pub mod event_type {
     pub const UPDATE_ROWS_V1: u8 = 24;
     pub const DELETE_ROWS_V1: u8 = 25;
     pub const HEARTBEAT: u8 = 27;
+    pub const MYSQL_ROWS_QUERY: u8 = 29;
     pub const WRITE_ROWS_V2: u8 = 30;
     pub const UPDATE_ROWS_V2: u8 = 31;
     pub const DELETE_ROWS_V2: u8 = 32;
@@ -68,6 +69,21 @@ pub fn mysql_gtid(body: &[u8]) -> Option<String> {
         &hex[16..20],
         &hex[20..32]
     ))
+}
+
+/// The statement of a MySQL Rows_query or MariaDB Annotate_rows event, cut
+/// at `limit` bytes so a 20 MB statement cannot blow memory. Held once per
+/// statement; every row it produced refers to it.
+pub fn statement_text(event_type: u8, body: &[u8], limit: usize) -> std::sync::Arc<str> {
+    // Rows_query starts with a length byte the server ignores; Annotate_rows is all text.
+    let text = if event_type == event_type::MYSQL_ROWS_QUERY {
+        body.get(1..).unwrap_or_default()
+    } else {
+        body
+    };
+    let text = String::from_utf8_lossy(&text[..text.len().min(limit)]);
+    // A cut inside a multi-byte character leaves U+FFFD at the end: drop it.
+    std::sync::Arc::from(text.trim_end_matches('\u{FFFD}'))
 }
 
 /// What a Query event's statement means for the stream.
@@ -124,6 +140,25 @@ mod tests {
         assert_eq!(
             mysql_gtid(&m).unwrap(),
             "00010203-0405-0607-0809-0a0b0c0d0e0f:9"
+        );
+    }
+
+    #[test]
+    fn statements_are_cut_at_the_limit_on_a_character_boundary() {
+        let mut rows_query = vec![5u8];
+        rows_query.extend("UPDATE t SET a = '€'".as_bytes());
+        assert_eq!(
+            &*statement_text(event_type::MYSQL_ROWS_QUERY, &rows_query, 4096),
+            "UPDATE t SET a = '€'"
+        );
+        // '€' is 3 bytes: a 19-byte cut falls inside it.
+        assert_eq!(
+            &*statement_text(event_type::MYSQL_ROWS_QUERY, &rows_query, 19),
+            "UPDATE t SET a = '"
+        );
+        assert_eq!(
+            &*statement_text(event_type::MARIADB_ANNOTATE_ROWS, b"DELETE FROM t", 6),
+            "DELETE"
         );
     }
 
