@@ -208,7 +208,7 @@ mod tests {
     #[tokio::test]
     async fn second_commit_of_a_seq_is_fenced_and_orphans_go() {
         let dir = tempfile::tempdir().unwrap();
-        let lake = Lake::new(crate::sink::open_store(dir.path()).unwrap());
+        let lake = Lake::new(crate::sink::open_local(dir.path()).unwrap());
         let m = Manifest {
             format: FORMAT,
             seq: 1,
@@ -245,6 +245,7 @@ mod tests {
                 lake.store.as_ref(),
                 &data_file_path("shop", "t", seq, 0, writer),
                 vec![1],
+                crate::config::DEFAULT_MULTIPART_THRESHOLD,
             )
             .await
             .unwrap();
