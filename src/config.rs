@@ -551,6 +551,16 @@ url = "/tmp/lake"
     }
 
     #[test]
+    fn the_example_config_parses() {
+        let c = Config::parse(include_str!("../conf/local.toml")).unwrap();
+        assert_eq!(
+            c.sink.location,
+            LakeLocation::Local("/var/lib/sluice/lake".into())
+        );
+        assert_eq!(c.sink.multipart_threshold, DEFAULT_MULTIPART_THRESHOLD);
+    }
+
+    #[test]
     fn sink_url_forms() {
         let loc = |u: &str| parse_lake_url(u);
         assert_eq!(
