@@ -45,11 +45,42 @@ pub enum StartPosition {
 
 #[derive(Debug, Clone)]
 pub struct SinkConfig {
-    /// Local directory of the lake root.
-    pub root: PathBuf,
-    /// The URL as written, for display.
+    /// Where the lake lives.
+    pub location: LakeLocation,
+    /// The URL as written, for display and error messages.
     pub url: String,
+    /// S3 settings that override the standard AWS environment.
+    pub s3: S3Overrides,
+    /// Data files at least this large are uploaded in parts.
+    pub multipart_threshold: usize,
 }
+
+/// The lake root parsed from `[sink] url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LakeLocation {
+    /// A local directory (a plain absolute path or `file:///path`).
+    Local(PathBuf),
+    /// `s3://bucket/prefix`
+    S3 { bucket: String, prefix: String },
+    /// `gs://bucket/prefix`
+    Gcs { bucket: String, prefix: String },
+    /// `az://container/prefix`
+    Azure { container: String, prefix: String },
+}
+
+/// Optional `[sink]` keys for `s3://` lakes; `None` leaves the environment's value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S3Overrides {
+    /// `endpoint`: an S3-compatible endpoint (MinIO, R2, moto), e.g. `http://127.0.0.1:9000`.
+    pub endpoint: Option<String>,
+    /// `region`: the bucket's region.
+    pub region: Option<String>,
+    /// `allow_http`: permit a plain-HTTP endpoint.
+    pub allow_http: Option<bool>,
+}
+
+/// Default of `[sink] multipart_threshold`.
+pub const DEFAULT_MULTIPART_THRESHOLD: usize = 16 << 20;
 
 #[derive(Debug, Clone)]
 pub struct FlushPolicy {
@@ -127,6 +158,10 @@ struct RawFilter {
 #[serde(deny_unknown_fields)]
 struct RawSink {
     url: String,
+    endpoint: Option<String>,
+    region: Option<String>,
+    allow_http: Option<bool>,
+    multipart_threshold: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -165,7 +200,7 @@ impl Config {
 
         let source = parse_source(raw.source)?;
         let filter = TableFilter::new(&raw.filter.include, &raw.filter.exclude)?;
-        let sink = parse_sink(&raw.sink.url)?;
+        let sink = parse_sink(raw.sink)?;
         let flush = FlushPolicy {
             max_rows: match raw.flush.max_rows {
                 Some(0) => return Err("flush.max_rows: must be at least 1".into()),
@@ -276,23 +311,112 @@ fn parse_start(value: Option<toml::Value>) -> std::result::Result<StartPosition,
     }
 }
 
-fn parse_sink(url: &str) -> std::result::Result<SinkConfig, String> {
-    let root = if let Some(rest) = url.strip_prefix("file://") {
-        PathBuf::from(rest)
-    } else if url.contains("://") {
-        return Err(format!(
-            "sink.url: `{url}`: only local lakes (a path or file:///path) are supported in this release"
-        ));
-    } else {
-        PathBuf::from(url)
+fn parse_sink(raw: RawSink) -> std::result::Result<SinkConfig, String> {
+    let location = parse_lake_url(&raw.url)?;
+    let is_s3 = matches!(location, LakeLocation::S3 { .. });
+    for (key, set) in [
+        ("endpoint", raw.endpoint.is_some()),
+        ("region", raw.region.is_some()),
+        ("allow_http", raw.allow_http.is_some()),
+    ] {
+        if set && !is_s3 {
+            return Err(format!(
+                "sink.{key}: only applies to s3:// lakes, and sink.url is `{}`",
+                raw.url
+            ));
+        }
+    }
+    if let Some(endpoint) = &raw.endpoint {
+        let parsed =
+            url::Url::parse(endpoint).map_err(|e| format!("sink.endpoint: `{endpoint}`: {e}"))?;
+        if parsed.scheme() != "http" && parsed.scheme() != "https" {
+            return Err(format!(
+                "sink.endpoint: `{endpoint}`: use an http:// or https:// URL"
+            ));
+        }
+    }
+    let multipart_threshold = match raw.multipart_threshold {
+        Some(s) => parse_size(&s).map_err(|e| format!("sink.multipart_threshold: {e}"))?,
+        None => DEFAULT_MULTIPART_THRESHOLD,
     };
-    if root.as_os_str().is_empty() {
-        return Err("sink.url: empty path".into());
+    if multipart_threshold < 5 << 20 {
+        return Err(
+            "sink.multipart_threshold: must be at least 5MiB (the smallest S3 part)".into(),
+        );
     }
     Ok(SinkConfig {
-        root,
-        url: url.to_string(),
+        location,
+        url: raw.url,
+        s3: S3Overrides {
+            endpoint: raw.endpoint,
+            region: raw.region,
+            allow_http: raw.allow_http,
+        },
+        multipart_threshold,
     })
+}
+
+const SINK_URL_HINT: &str =
+    "use s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, file:///path or an absolute path";
+
+/// `[sink] url`: a cloud URL, `file:///path`, or a plain path.
+pub fn parse_lake_url(url: &str) -> std::result::Result<LakeLocation, String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        // A plain path; a relative one is relative to the working directory.
+        if url.trim().is_empty() {
+            return Err(format!("sink.url: empty, {SINK_URL_HINT}"));
+        }
+        return Ok(LakeLocation::Local(PathBuf::from(url)));
+    };
+    match scheme {
+        "file" => {
+            if !rest.starts_with('/') {
+                return Err(format!(
+                    "sink.url: `{url}`: a file URL needs an absolute path, file:///path"
+                ));
+            }
+            let parsed = url::Url::parse(url).map_err(|e| format!("sink.url: `{url}`: {e}"))?;
+            let root = parsed
+                .to_file_path()
+                .map_err(|_| format!("sink.url: `{url}` is not a local path"))?;
+            Ok(LakeLocation::Local(root))
+        }
+        "s3" | "gs" | "az" => {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(format!(
+                    "sink.url: `{url}` names no bucket, {SINK_URL_HINT}"
+                ));
+            }
+            if bucket.contains(['?', '#', '@', ':']) || prefix.contains(['?', '#']) {
+                return Err(format!(
+                    "sink.url: `{url}`: write the URL as {scheme}://bucket/prefix without credentials, port or query"
+                ));
+            }
+            let prefix = prefix.trim_matches('/');
+            if prefix
+                .split('/')
+                .any(|p| p.is_empty() || p == "." || p == "..")
+                && !prefix.is_empty()
+            {
+                return Err(format!(
+                    "sink.url: `{url}`: the prefix has an empty, `.` or `..` segment"
+                ));
+            }
+            let (bucket, prefix) = (bucket.to_string(), prefix.to_string());
+            Ok(match scheme {
+                "s3" => LakeLocation::S3 { bucket, prefix },
+                "gs" => LakeLocation::Gcs { bucket, prefix },
+                _ => LakeLocation::Azure {
+                    container: bucket,
+                    prefix,
+                },
+            })
+        }
+        other => Err(format!(
+            "sink.url: `{url}`: scheme `{other}` is not supported, {SINK_URL_HINT}"
+        )),
+    }
 }
 
 fn opt_duration(
@@ -431,6 +555,97 @@ url = "/tmp/lake"
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn the_example_config_parses() {
+        let c = Config::parse(include_str!("../conf/local.toml")).unwrap();
+        assert_eq!(
+            c.sink.location,
+            LakeLocation::Local("/var/lib/sluice/lake".into())
+        );
+        assert_eq!(c.sink.multipart_threshold, DEFAULT_MULTIPART_THRESHOLD);
+    }
+
+    #[test]
+    fn sink_url_forms() {
+        let loc = |u: &str| parse_lake_url(u);
+        assert_eq!(
+            loc("/var/lake").unwrap(),
+            LakeLocation::Local("/var/lake".into())
+        );
+        assert_eq!(
+            loc("file:///var/lake").unwrap(),
+            LakeLocation::Local("/var/lake".into())
+        );
+        assert_eq!(
+            loc("s3://bkt/a/b/").unwrap(),
+            LakeLocation::S3 {
+                bucket: "bkt".into(),
+                prefix: "a/b".into()
+            }
+        );
+        assert_eq!(
+            loc("s3://bkt").unwrap(),
+            LakeLocation::S3 {
+                bucket: "bkt".into(),
+                prefix: "".into()
+            }
+        );
+        assert_eq!(
+            loc("gs://b/p").unwrap(),
+            LakeLocation::Gcs {
+                bucket: "b".into(),
+                prefix: "p".into()
+            }
+        );
+        assert_eq!(
+            loc("az://c/p").unwrap(),
+            LakeLocation::Azure {
+                container: "c".into(),
+                prefix: "p".into()
+            }
+        );
+        for bad in [
+            "s3:///p",
+            "hdfs://x/y",
+            "s3://b/a//c",
+            "s3://b/../c",
+            "file://rel",
+            "",
+        ] {
+            let err = loc(bad).unwrap_err();
+            assert!(err.starts_with("sink.url: "), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn sink_keys() {
+        let s3 = MINIMAL.replace("url = \"/tmp/lake\"", "url = \"s3://bkt/lake\"");
+        let c = Config::parse(&s3).unwrap();
+        assert_eq!(c.sink.s3, S3Overrides::default());
+        assert_eq!(c.sink.multipart_threshold, 16 << 20);
+        let text = format!(
+            "{s3}endpoint = \"http://127.0.0.1:9000\"\nregion = \"eu-west-1\"\nallow_http = true\nmultipart_threshold = \"64MiB\"\n"
+        );
+        let c = Config::parse(&text).unwrap();
+        assert_eq!(
+            c.sink.s3,
+            S3Overrides {
+                endpoint: Some("http://127.0.0.1:9000".into()),
+                region: Some("eu-west-1".into()),
+                allow_http: Some(true),
+            }
+        );
+        assert_eq!(c.sink.multipart_threshold, 64 << 20);
+        let err = Config::parse(&format!("{s3}endpont = \"x\"\n")).unwrap_err();
+        assert!(err.contains("endpont"), "{err}");
+        let err = Config::parse(&format!("{MINIMAL}region = \"eu-west-1\"\n")).unwrap_err();
+        assert!(err.starts_with("sink.region: "), "{err}");
+        let err = Config::parse(&format!("{s3}endpoint = \"ftp://x\"\n")).unwrap_err();
+        assert!(err.starts_with("sink.endpoint: "), "{err}");
+        let err = Config::parse(&format!("{s3}multipart_threshold = \"1MiB\"\n")).unwrap_err();
+        assert!(err.starts_with("sink.multipart_threshold: "), "{err}");
     }
 
     #[test]

@@ -80,7 +80,9 @@ pub async fn run(
     opts: RunOptions,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<RunSummary> {
-    let lake = Lake::new(sink::open_store(&config.sink.root)?);
+    let lake = Lake::new(sink::open_store(&config.sink)?);
+    // Fencing rests on put-if-absent: refuse a store that cannot do it.
+    sink::probe_put_if_absent(lake.store.as_ref(), &config.sink.url).await?;
     let committed = lake.latest_manifest().await?;
 
     let mut conn = source::connect(&config.source).await?;
@@ -683,7 +685,13 @@ impl Pipeline<'_> {
             &self.writer_id,
         );
         self.file_counter += 1;
-        let size = sink::put_file(self.lake.store.as_ref(), &path, bytes).await?;
+        let size = sink::put_file(
+            self.lake.store.as_ref(),
+            &path,
+            bytes,
+            self.config.sink.multipart_threshold,
+        )
+        .await?;
         debug!(%path, rows, size, "wrote pending file");
         self.pending.push(DataFile {
             table: table.qualified_name(),

@@ -33,7 +33,7 @@ fn lag_bytes(logs: &[(String, u64)], from: &BinlogPosition, to: &BinlogPosition)
 }
 
 pub async fn status(config: &Config, as_json: bool) -> Result<String> {
-    let lake = Lake::new(sink::open_store(&config.sink.root)?);
+    let lake = Lake::new(sink::open_store(&config.sink)?);
     let manifest = lake.latest_manifest().await?;
     // The server may be down: status still reports the lake.
     let server = match source::connect(&config.source).await {
@@ -124,7 +124,22 @@ pub async fn check(config: &Config) -> Result<(String, bool)> {
             c.detail
         ));
     }
-    let ok = checks.iter().all(|c| c.ok);
+    let mut ok = checks.iter().all(|c| c.ok);
+    // The lake: reachable, and put-if-absent works (fencing depends on it).
+    let lake = match sink::open_store(&config.sink) {
+        Ok(store) => sink::probe_put_if_absent(store.as_ref(), &config.sink.url).await,
+        Err(e) => Err(e),
+    };
+    match lake {
+        Ok(()) => out.push_str(&format!(
+            "[ok] {:<17} {} (put-if-absent works)\n",
+            "lake", config.sink.url
+        )),
+        Err(e) => {
+            ok = false;
+            out.push_str(&format!("[FAIL] {:<17} {e}\n", "lake"));
+        }
+    }
     if ok {
         let start = source::resolve_start(&mut conn, &config.source.start).await;
         match start {

@@ -79,3 +79,54 @@ fn start_position_past_the_end_is_refused() {
     assert_mentions(&line, "(?i)end|size|head|999999999");
     assert_nothing_committed(lake.path());
 }
+
+/// A store that cannot write put-if-absent could let two writers commit: sluice
+/// refuses to start on it. moto_server does honour `If-None-Match: *`, so the
+/// S3 client's conditional put is switched off (`AWS_CONDITIONAL_PUT=disabled`)
+/// to stand for a store without it; `sluice check` reports the same.
+#[test]
+fn store_without_put_if_absent_is_refused() {
+    let db = MariaDb::start();
+    let (_, state) = setup(&db);
+    let lake = TestLake::new(Backend::S3);
+    let mut sluice = lake.sluice(&db, state.path());
+    sluice
+        .env
+        .push(("AWS_CONDITIONAL_PUT".into(), "disabled".into()));
+    let out = sluice.run_until_caught_up();
+    let line = assert_definite_error(&out);
+    assert_mentions(&line, "put-if-absent");
+    assert_mentions(&line, "s3://sluice-lake/warehouse/cdc");
+    assert_eq!(
+        lake.manifest_count(),
+        0,
+        "a refused run committed a manifest"
+    );
+    assert!(
+        lake.data_files().is_empty(),
+        "a refused run wrote data files"
+    );
+
+    let check = sluice.run_args(&["check"], &[]);
+    assert!(
+        !check.status.success(),
+        "sluice check passed a store without put-if-absent"
+    );
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("[FAIL] lake") && l.contains("put-if-absent")),
+        "sluice check must report the lake: {report}"
+    );
+
+    // With conditional writes on, the same lake passes.
+    sluice.env.retain(|(k, _)| k != "AWS_CONDITIONAL_PUT");
+    let check = sluice.run_args(&["check"], &[]);
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success() && report.lines().any(|l| l.starts_with("[ok] lake")),
+        "sluice check on moto: {report}{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}

@@ -192,6 +192,16 @@ fn run_writer(db_client: std::process::Command, seed: u64, stop: Arc<AtomicBool>
 
 #[test]
 fn resumes_after_kill_without_loss_or_duplicates() {
+    resumes_after_kill(Backend::Local, 5);
+}
+
+/// The same with the lake on S3 (moto_server), in fewer kill cycles.
+#[test]
+fn resumes_after_kill_without_loss_or_duplicates_on_s3() {
+    resumes_after_kill(Backend::S3, 3);
+}
+
+fn resumes_after_kill(backend: Backend, cycles: usize) {
     let seed: u64 = std::env::var("SLUICE_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -201,9 +211,9 @@ fn resumes_after_kill_without_loss_or_duplicates() {
 
     let db = MariaDb::start();
     db.sql(CREATE);
-    let lake_dir = tempfile::tempdir().unwrap();
+    let test_lake = TestLake::new(backend);
     let state_dir = tempfile::tempdir().unwrap();
-    let mut sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    let mut sluice = test_lake.sluice(&db, state_dir.path());
     sluice.interval = "200ms".into();
     sluice.max_rows = 1000;
 
@@ -215,8 +225,8 @@ fn resumes_after_kill_without_loss_or_duplicates() {
     };
 
     let mut manifests_per_cycle = Vec::new();
-    for cycle in 0..5 {
-        let before = manifest_paths(lake_dir.path()).len();
+    for cycle in 0..cycles {
+        let before = test_lake.manifest_count();
         let mut running = sluice.spawn_run(false);
         let ms = rng.gen_range(300..2000);
         std::thread::sleep(Duration::from_millis(ms));
@@ -228,9 +238,9 @@ fn resumes_after_kill_without_loss_or_duplicates() {
         }
         running.kill();
         // What is committed at the moment of a kill is already consistent.
-        let committed = Lake::read_committed(lake_dir.path());
+        let committed = test_lake.read_committed();
         let listed: BTreeSet<String> = committed.files.iter().map(|f| f.path.clone()).collect();
-        let left_behind = data_files(lake_dir.path()).difference(&listed).count();
+        let left_behind = test_lake.data_files().difference(&listed).count();
         manifests_per_cycle.push((ms, committed.manifests.len() - before, left_behind));
     }
     eprintln!(
@@ -242,7 +252,7 @@ fn resumes_after_kill_without_loss_or_duplicates() {
     eprintln!("{transactions} transactions written");
 
     sluice.run_until_caught_up_ok();
-    let lake = Lake::read(lake_dir.path()); // contiguous seqs, no orphans, no repeated _seq
+    let lake = test_lake.read(); // contiguous seqs, no orphans, no repeated _seq
 
     let tables: [(&str, &str, &[usize]); 3] = [
         (

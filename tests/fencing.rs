@@ -3,7 +3,6 @@
 //! another writer, and the lake stays consistent.
 mod common;
 
-use std::fs;
 use std::time::Duration;
 
 use common::*;
@@ -65,19 +64,28 @@ fn other_writer_id(id: &str) -> String {
 /// resumes from it, removes the loser's uncommitted files and catches up.
 #[test]
 fn writer_stops_when_its_next_manifest_already_exists() {
+    writer_stops_on_existing_manifest(Backend::Local);
+}
+
+#[test]
+fn writer_stops_when_its_next_manifest_already_exists_on_s3() {
+    writer_stops_on_existing_manifest(Backend::S3);
+}
+
+fn writer_stops_on_existing_manifest(backend: Backend) {
     let db = MariaDb::start();
     setup(&db);
-    let lake_dir = tempfile::tempdir().unwrap();
+    let test_lake = TestLake::new(backend);
     let state_dir = tempfile::tempdir().unwrap();
-    let mut sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    let mut sluice = test_lake.sluice(&db, state_dir.path());
     sluice.interval = "1s".into();
     insert_rows(&db, 1, 100);
     sluice.run_until_caught_up_ok();
-    let committed = manifest_paths(lake_dir.path()).len() as u64;
+    let committed = test_lake.manifest_count() as u64;
     assert!(committed >= 1, "the first run committed nothing");
     // Nothing new: --until-caught-up exits 0 without a manifest.
     sluice.run_until_caught_up_ok();
-    assert_eq!(manifest_paths(lake_dir.path()).len() as u64, committed);
+    assert_eq!(test_lake.manifest_count() as u64, committed);
 
     let mut a = sluice.spawn_run(false);
     // Let it start and settle on the committed cursor.
@@ -88,14 +96,16 @@ fn writer_stops_when_its_next_manifest_already_exists() {
         a.log_tail(30)
     );
     assert_eq!(
-        manifest_paths(lake_dir.path()).len() as u64,
+        test_lake.manifest_count() as u64,
         committed,
         "an idle sidecar committed a manifest with nothing new"
     );
 
     // Another writer commits seq N+1 first.
     let last: Value = serde_json::from_str(
-        &fs::read_to_string(manifest_path(lake_dir.path(), committed)).unwrap(),
+        &test_lake
+            .manifest_text(committed)
+            .expect("the last committed manifest"),
     )
     .unwrap();
     let mut planted = last.clone();
@@ -105,8 +115,7 @@ fn writer_stops_when_its_next_manifest_already_exists() {
     let id = last["writer"]["id"].as_str().expect("writer.id").to_owned();
     planted["writer"]["id"] = other_writer_id(&id).into();
     let planted_text = serde_json::to_string_pretty(&planted).unwrap();
-    let planted_path = manifest_path(lake_dir.path(), committed + 1);
-    fs::write(&planted_path, &planted_text).unwrap();
+    test_lake.put_manifest(committed + 1, &planted_text);
 
     insert_rows(&db, 101, 150);
     db.sql("UPDATE shop.t SET n = n + 1000 WHERE id <= 10; DELETE FROM shop.t WHERE id BETWEEN 11 AND 20");
@@ -119,18 +128,18 @@ fn writer_stops_when_its_next_manifest_already_exists() {
     });
     assert_fencing_error(&a, status);
     assert_eq!(
-        fs::read_to_string(&planted_path).unwrap(),
-        planted_text,
+        test_lake.manifest_text(committed + 1).as_deref(),
+        Some(planted_text.as_str()),
         "the other writer's manifest was overwritten"
     );
     assert!(
-        !manifest_path(lake_dir.path(), committed + 2).exists(),
+        test_lake.manifest_text(committed + 2).is_none(),
         "the fenced writer committed past the other writer's manifest"
     );
 
     // A new sidecar resumes from the other writer's manifest and catches up.
     sluice.run_until_caught_up_ok();
-    let lake = Lake::read(lake_dir.path());
+    let lake = test_lake.read();
     assert!(lake.manifests.len() as u64 >= committed + 2);
     assert_lake_matches_source(&db, &lake);
 }
@@ -140,14 +149,23 @@ fn writer_stops_when_its_next_manifest_already_exists() {
 /// every change exactly once.
 #[test]
 fn racing_writers_one_is_fenced() {
+    racing_writers(Backend::Local);
+}
+
+#[test]
+fn racing_writers_one_is_fenced_on_s3() {
+    racing_writers(Backend::S3);
+}
+
+fn racing_writers(backend: Backend) {
     let db = MariaDb::start();
     setup(&db);
-    let lake_dir = tempfile::tempdir().unwrap();
+    let test_lake = TestLake::new(backend);
     let state_a = tempfile::tempdir().unwrap();
     let state_b = tempfile::tempdir().unwrap();
-    let mut sluice_a = Sluice::new(&db, lake_dir.path(), state_a.path());
+    let mut sluice_a = test_lake.sluice(&db, state_a.path());
     sluice_a.interval = "1s".into();
-    let mut sluice_b = Sluice::new(&db, lake_dir.path(), state_b.path());
+    let mut sluice_b = test_lake.sluice(&db, state_b.path());
     sluice_b.interval = "1s".into();
     sluice_b.server_id = 5402; // a replica id is unique per server
     insert_rows(&db, 1, 100);
@@ -195,10 +213,10 @@ fn racing_writers_one_is_fenced() {
     assert_fencing_error(fenced, status);
 
     // The survivor keeps committing.
-    let before = manifest_paths(lake_dir.path()).len();
+    let before = test_lake.manifest_count();
     insert_rows(&db, next, next + 49);
     let progressed = wait_until(Duration::from_secs(15), || {
-        manifest_paths(lake_dir.path()).len() > before
+        test_lake.manifest_count() > before
     });
     assert!(
         survivor.try_wait().is_none(),
@@ -219,7 +237,7 @@ fn racing_writers_one_is_fenced() {
 
     // A fresh run cleans what the loser left and catches up.
     sluice_a.run_until_caught_up_ok();
-    let lake = Lake::read(lake_dir.path());
+    let lake = test_lake.read();
     assert_lake_matches_source(&db, &lake);
     let rows = lake.rows("shop.t");
     let inserts = rows.iter().filter(|r| r.op == "insert").count() as i32;

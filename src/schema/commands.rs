@@ -21,7 +21,7 @@ fn split_table(name: &str) -> Result<(String, String)> {
 /// The history store, completed from the lake, and the committed checkpoint.
 /// Read-only towards the lake: a pipeline may be running beside us.
 async fn open(config: &Config) -> Result<(SchemaHistory, Lake, u64)> {
-    let lake = Lake::new(sink::open_store(&config.sink.root)?);
+    let lake = Lake::new(sink::open_store(&config.sink)?);
     let committed = lake.latest_manifest().await?.map(|m| m.seq).unwrap_or(0);
     let history = SchemaHistory::open(&config.state_dir)?;
     history

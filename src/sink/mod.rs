@@ -6,18 +6,69 @@ use std::sync::Arc;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::prefix::PrefixStore;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
+use crate::config::{LakeLocation, SinkConfig};
 use crate::error::{Error, Result};
 
-/// Opens the lake root as an object store.
-pub fn open_store(root: &FsPath) -> Result<Arc<dyn ObjectStore>> {
+/// Size of one part of a multipart upload (S3 wants at least 5 MiB but the last).
+pub const PART_SIZE: usize = 8 << 20;
+/// Parts of one file uploaded at the same time.
+const PART_CONCURRENCY: usize = 4;
+
+/// Opens the lake named by `[sink] url` as an object store whose root is the
+/// lake root (the URL's prefix is applied by a [`PrefixStore`]).
+pub fn open_store(sink: &SinkConfig) -> Result<Arc<dyn ObjectStore>> {
+    let url = &sink.url;
+    let cannot = |e: object_store::Error| {
+        Error::Lake(format!(
+            "sink.url `{url}`: cannot open the object store: {e}"
+        ))
+    };
+    let (store, prefix): (Arc<dyn ObjectStore>, &str) = match &sink.location {
+        LakeLocation::Local(root) => return open_local(root),
+        LakeLocation::S3 { bucket, prefix } => {
+            let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+            if let Some(endpoint) = &sink.s3.endpoint {
+                b = b.with_endpoint(endpoint);
+            }
+            if let Some(region) = &sink.s3.region {
+                b = b.with_region(region);
+            }
+            if let Some(allow) = sink.s3.allow_http {
+                b = b.with_allow_http(allow);
+            }
+            (Arc::new(b.build().map_err(cannot)?), prefix)
+        }
+        LakeLocation::Gcs { bucket, prefix } => {
+            let b = GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket);
+            (Arc::new(b.build().map_err(cannot)?), prefix)
+        }
+        LakeLocation::Azure { container, prefix } => {
+            let b = MicrosoftAzureBuilder::from_env().with_container_name(container);
+            (Arc::new(b.build().map_err(cannot)?), prefix)
+        }
+    };
+    if prefix.is_empty() {
+        Ok(store)
+    } else {
+        Ok(Arc::new(PrefixStore::new(store, prefix)))
+    }
+}
+
+/// Opens a local directory as the lake root, creating it if needed.
+pub fn open_local(root: &FsPath) -> Result<Arc<dyn ObjectStore>> {
     std::fs::create_dir_all(root).map_err(|e| {
         Error::Lake(format!(
             "cannot create the lake root {}: {e}",
@@ -27,6 +78,58 @@ pub fn open_store(root: &FsPath) -> Result<Arc<dyn ObjectStore>> {
     let store = LocalFileSystem::new_with_prefix(root)
         .map_err(|e| Error::Lake(format!("cannot open the lake root {}: {e}", root.display())))?;
     Ok(Arc::new(store))
+}
+
+/// Proves that the store refuses to overwrite with `PutMode::Create`, which
+/// fencing (DESIGN.md "Exactly-once") depends on: writes a probe object under
+/// `_sluice/` twice put-if-absent (the second must fail with AlreadyExists) and
+/// deletes it. A store that cannot do this is a definite error naming the lake.
+pub async fn probe_put_if_absent(store: &dyn ObjectStore, url: &str) -> Result<()> {
+    let path = Path::from(format!(
+        "_sluice/probe-{}.put-if-absent",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let create = || PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    let unsupported = |why: String| {
+        Error::Lake(format!(
+            "sink.url `{url}`: the object store cannot write put-if-absent ({why}); sluice needs it to \
+             keep a second writer out of the lake. Use a store with conditional writes \
+             (AWS S3, MinIO, Cloudflare R2, GCS, Azure Blob, a local path), and for s3:// do not \
+             set AWS_CONDITIONAL_PUT=disabled"
+        ))
+    };
+    let payload = || PutPayload::from_static(b"sluice put-if-absent probe\n");
+    match store.put_opts(&path, payload(), create()).await {
+        Ok(_) => {}
+        Err(
+            e @ (object_store::Error::NotImplemented { .. }
+            | object_store::Error::NotSupported { .. }),
+        ) => return Err(unsupported(e.to_string())),
+        Err(e) => return Err(e.into()),
+    }
+    let second = store.put_opts(&path, payload(), create()).await;
+    let cleanup = store.delete(&path).await;
+    match second {
+        Err(object_store::Error::AlreadyExists { .. }) => {}
+        Ok(_) => return Err(unsupported(
+            "a second put-if-absent of the same object succeeded: the store ignores If-None-Match"
+                .into(),
+        )),
+        Err(
+            e @ (object_store::Error::NotImplemented { .. }
+            | object_store::Error::NotSupported { .. }),
+        ) => return Err(unsupported(e.to_string())),
+        Err(e) => return Err(e.into()),
+    }
+    cleanup.map_err(|e| {
+        Error::Lake(format!(
+            "sink.url `{url}`: cannot delete the probe object {path}: {e}; sluice needs DeleteObject"
+        ))
+    })?;
+    Ok(())
 }
 
 /// Encodes one batch as a zstd Parquet file. The Arrow schema travels in the
@@ -55,11 +158,171 @@ pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Writes a data file; the object is invisible to readers until a manifest lists it.
-pub async fn put_file(store: &dyn ObjectStore, path: &Path, bytes: Vec<u8>) -> Result<u64> {
+/// Writes a data file; the object is invisible to readers until a manifest
+/// lists it. Files of at least `multipart_threshold` bytes go up in parts of
+/// [`PART_SIZE`], a few at a time; an upload that fails is aborted.
+pub async fn put_file(
+    store: &dyn ObjectStore,
+    path: &Path,
+    bytes: Vec<u8>,
+    multipart_threshold: usize,
+) -> Result<u64> {
     let len = bytes.len() as u64;
-    store
-        .put(path, PutPayload::from(Bytes::from(bytes)))
-        .await?;
+    let bytes = Bytes::from(bytes);
+    if bytes.len() < multipart_threshold {
+        store.put(path, PutPayload::from(bytes)).await?;
+        return Ok(len);
+    }
+    let mut upload = store.put_multipart(path).await?;
+    let parts: Vec<_> = (0..bytes.len())
+        .step_by(PART_SIZE)
+        .map(|at| {
+            upload.put_part(PutPayload::from(
+                bytes.slice(at..(at + PART_SIZE).min(bytes.len())),
+            ))
+        })
+        .collect();
+    let sent = futures::stream::iter(parts)
+        .buffer_unordered(PART_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await;
+    let done = match sent {
+        Ok(_) => upload.complete().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = done {
+        if let Err(abort) = upload.abort().await {
+            tracing::warn!(%path, error = %abort, "could not abort a failed multipart upload");
+        }
+        return Err(e.into());
+    }
     Ok(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::stream::BoxStream;
+    use object_store::{
+        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+        PutMultipartOptions, PutResult,
+    };
+
+    /// A store that does not honour put-if-absent: it overwrites, or says it cannot.
+    #[derive(Debug)]
+    struct NoCreate {
+        inner: Arc<dyn ObjectStore>,
+        refuse: bool,
+    }
+
+    impl std::fmt::Display for NoCreate {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "NoCreate")
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for NoCreate {
+        async fn put_opts(
+            &self,
+            location: &Path,
+            payload: PutPayload,
+            mut opts: PutOptions,
+        ) -> object_store::Result<PutResult> {
+            if matches!(opts.mode, PutMode::Create) && self.refuse {
+                return Err(object_store::Error::NotImplemented {
+                    operation: "put_opts with PutMode::Create".into(),
+                    implementer: self.to_string(),
+                });
+            }
+            opts.mode = PutMode::Overwrite;
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &Path,
+            opts: PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(
+            &self,
+            location: &Path,
+            options: GetOptions,
+        ) -> object_store::Result<GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, object_store::Result<Path>>,
+        ) -> BoxStream<'static, object_store::Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+        fn list(
+            &self,
+            prefix: Option<&Path>,
+        ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&Path>,
+        ) -> object_store::Result<ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(
+            &self,
+            from: &Path,
+            to: &Path,
+            options: CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    #[tokio::test]
+    async fn probe_accepts_a_local_lake_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_local(dir.path()).unwrap();
+        probe_put_if_absent(store.as_ref(), "/lake").await.unwrap();
+        let left: Vec<_> = store.list(None).try_collect().await.unwrap();
+        assert!(left.is_empty(), "probe left {left:?}");
+    }
+
+    #[tokio::test]
+    async fn probe_refuses_a_store_without_put_if_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        for refuse in [false, true] {
+            let store = NoCreate {
+                inner: open_local(dir.path()).unwrap(),
+                refuse,
+            };
+            let err = probe_put_if_absent(&store, "s3://bkt/lake")
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("s3://bkt/lake") && err.contains("put-if-absent"),
+                "{err}"
+            );
+            assert!(!err.contains('\n'), "{err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn large_files_go_up_in_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_local(dir.path()).unwrap();
+        let threshold = 16 << 20;
+        for len in [1000, threshold - 1, threshold, 2 * PART_SIZE + 12345] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let path = Path::from(format!("db/t/part-{len}.parquet"));
+            let written = put_file(store.as_ref(), &path, bytes.clone(), threshold)
+                .await
+                .unwrap();
+            assert_eq!(written, len as u64);
+            let back = store.get(&path).await.unwrap().bytes().await.unwrap();
+            assert!(back.as_ref() == bytes.as_slice(), "{len} bytes differ");
+        }
+    }
 }

@@ -23,6 +23,10 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod store;
+#[allow(unused_imports)]
+pub use store::*;
+
 pub const MARIADBD: &str = "/usr/sbin/mariadbd";
 pub const REPL_PASSWORD: &str = "replpass";
 
@@ -387,6 +391,10 @@ pub struct Sluice {
     /// Raw TOML lines appended to the sections (e.g. `"max_rowz = 5"`).
     pub extra_source: String,
     pub extra_flush: String,
+    /// Raw TOML lines appended to `[sink]` (e.g. `"endpoint = ..."`).
+    pub extra_sink: String,
+    /// Environment variables of the sluice process (e.g. `AWS_ENDPOINT_URL`).
+    pub env: Vec<(String, String)>,
     /// Raw TOML appended at the end of the file (new sections).
     pub extra: String,
     pub rust_log: String,
@@ -424,6 +432,8 @@ impl Sluice {
             interval: "10s".to_owned(),
             extra_source: String::new(),
             extra_flush: String::new(),
+            extra_sink: String::new(),
+            env: Vec::new(),
             extra: String::new(),
             rust_log: std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
             timeout: Duration::from_secs(300),
@@ -456,7 +466,7 @@ impl Sluice {
              \n\
              [sink]\n\
              url = '{sink}'\n\
-             \n\
+             {extra_sink}\n\
              [state]\n\
              dir = '{state}'\n\
              \n\
@@ -471,6 +481,7 @@ impl Sluice {
             start = self.start,
             extra_source = self.extra_source,
             sink = self.sink_url,
+            extra_sink = self.extra_sink,
             state = self.state.display(),
             max_rows = self.max_rows,
             mbb = self.max_buffer_bytes,
@@ -495,6 +506,7 @@ impl Sluice {
             .env("SLUICE_SOURCE_PASSWORD", &self.password)
             .env("RUST_LOG", &self.rust_log)
             .env("NO_COLOR", "1")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
         cmd
     }
