@@ -1,0 +1,101 @@
+# Shared by benches/e2e.sh and benches/capture.sh; meant to be sourced after
+# scripts/common.sh (for banner, as_root, ensure_mariadb / MARIADBD).
+#
+# A throwaway mariadbd: its own data directory, socket and a free port on
+# 127.0.0.1. It never touches a MariaDB service already on the machine.
+
+SERVER_PID=""
+
+# Installs Debian packages by name.
+apt_install() {
+    banner "installing $* (apt-get)"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"
+}
+
+# A free TCP port on 127.0.0.1, picked by the kernel.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# server_start DIR: creates DIR/data and starts mariadbd with the binlog on
+# (ROW, FULL, CRC32 checksums, server-id 1). Sets SOCK, PORT and SERVER_PID.
+# Tables default to utf8mb4, as on a packaged MariaDB or MySQL 8 (with
+# --no-defaults the server would default to latin1). Durability is relaxed
+# (flush_log_at_trx_commit=2, sync_binlog=0, no doublewrite) so workloads are
+# written quickly; the binlog's content is the same.
+server_start() {
+    local dir="$1"
+    local user_args=()
+    if [ "$(id -u)" -eq 0 ]; then
+        user_args=(--user=root)
+    fi
+    SOCK="$dir/mysqld.sock"
+    banner "creating a MariaDB data directory in $dir/data"
+    mariadb-install-db --no-defaults "${user_args[@]}" --datadir="$dir/data" \
+        --auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1 || {
+        cat "$dir/install.log" >&2
+        return 1
+    }
+    PORT="$(free_port)"
+    banner "starting mariadbd on 127.0.0.1:$PORT (socket $SOCK)"
+    "$MARIADBD" --no-defaults "${user_args[@]}" \
+        --datadir="$dir/data" \
+        --tmpdir="$dir" \
+        --socket="$SOCK" \
+        --port="$PORT" \
+        --bind-address=127.0.0.1 \
+        --skip-networking=0 \
+        --skip-name-resolve \
+        --log-bin="$dir/data/binlog" \
+        --server-id=1 \
+        --binlog-format=ROW \
+        --binlog-row-image=FULL \
+        --binlog-checksum=CRC32 \
+        --character-set-server=utf8mb4 \
+        --collation-server=utf8mb4_general_ci \
+        --innodb-buffer-pool-size=1G \
+        --innodb-log-file-size=1G \
+        --innodb-flush-log-at-trx-commit=2 \
+        --innodb-doublewrite=0 \
+        --sync-binlog=0 \
+        --max-connections=50 \
+        --pid-file="$dir/mysqld.pid" \
+        --log-error="$dir/mysqld.err" >"$dir/mysqld.out" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 1 600); do
+        mariadb-admin --no-defaults --socket="$SOCK" -uroot ping >/dev/null 2>&1 && return 0
+        if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+            echo "error: mariadbd exited during start-up; its output:" >&2
+            cat "$dir/mysqld.out" "$dir/mysqld.err" >&2 || true
+            return 1
+        fi
+        sleep 0.1
+    done
+    echo "error: mariadbd did not answer within 60s; its log:" >&2
+    cat "$dir/mysqld.err" >&2 || true
+    return 1
+}
+
+# Stops the server started by server_start (by its pid), if it runs.
+server_stop() {
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        echo "stopping the benchmark MariaDB (pid $SERVER_PID)"
+        mariadb-admin --no-defaults --socket="$SOCK" -uroot shutdown >/dev/null 2>&1 \
+            || kill "$SERVER_PID" 2>/dev/null
+        for _ in $(seq 1 600); do
+            kill -0 "$SERVER_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$SERVER_PID" 2>/dev/null; then
+            kill -9 "$SERVER_PID" 2>/dev/null
+        fi
+        wait "$SERVER_PID" 2>/dev/null
+    fi
+    SERVER_PID=""
+}
+
+# SQL as root over the socket.
+sql() {
+    mariadb --no-defaults --socket="$SOCK" -uroot "$@"
+}
