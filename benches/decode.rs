@@ -217,6 +217,21 @@ fn benches(c: &mut Criterion) {
     }
     let tables = load(&dir);
 
+    // Not a timing: how the buffer's own memory estimate (what
+    // `flush.max_buffer_bytes` is checked against) compares with the Arrow
+    // memory the same rows take once finished.
+    for (name, captured) in &tables {
+        let (mut buffer, rows) = decode_all(captured);
+        let estimate = buffer.approx_bytes();
+        let batch = buffer.finish().expect("record batch");
+        eprintln!(
+            "memory {name}: {rows} rows, estimate {:.1} MiB, Arrow arrays {:.1} MiB ({:.2}x)",
+            estimate as f64 / 1048576.0,
+            batch.get_array_memory_size() as f64 / 1048576.0,
+            batch.get_array_memory_size() as f64 / estimate.max(1) as f64
+        );
+    }
+
     let mut group = c.benchmark_group("rows_to_arrow");
     for name in TABLES {
         let Some(captured) = tables.get(name) else {

@@ -2,7 +2,7 @@
 # End-to-end benchmark: sluice against the transfer limit, the C decoder and
 # two peers, over one binlog written by a standard workload.
 #
-#   benches/e2e.sh                 # the full run (about 15 minutes on 2 cores)
+#   benches/e2e.sh                 # the full run (15-20 minutes on 2 cores)
 #   BULK_ROWS=100000 SB_INSERT_EVENTS=20000 SB_WRITE_EVENTS=5000 RUNS=1 benches/e2e.sh   # a quick look
 #
 # What it does, from a clean checkout:
@@ -23,7 +23,9 @@
 #      and `sluice run --until-caught-up` into a fresh local lake each run
 #      (binlog to committed Parquet, default [flush] settings);
 #   5. prints a markdown table (medians) and writes it to
-#      benches/results/latest.md (runs in benches/results/runs.tsv).
+#      benches/results/latest.md (every run in benches/results/runs.tsv, the
+#      context in meta.json; benches/report.py rebuilds the table from them).
+#      Exits 1 if a tool's row count differs from mariadb-binlog's.
 #
 # Knobs (environment):
 #   BULK_ROWS=1000000        rows of the wide table's bulk phase
@@ -39,6 +41,8 @@
 #                            into benches/results/profile.txt
 #   QUIET_TIMEOUT=120        before each timed run, wait up to this many seconds for
 #                            the machine to be idle (another build or test run skews it)
+#   SLUICE_FLUSH='max_buffer_bytes = "64MiB"'   a [flush] section for sluice's config
+#                            (default: none, so sluice's defaults)
 #   SKIP_BUILD=1             use the sluice binary already built
 #   SLUICE_BIN=PATH          time this sluice binary (no build)
 #   KEEP=1                   keep the temporary directory (server data, lakes)
@@ -63,6 +67,7 @@ PROFILE="${PROFILE:-0}"
 QUIET_TIMEOUT="${QUIET_TIMEOUT:-120}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 KEEP="${KEEP:-0}"
+SLUICE_FLUSH="${SLUICE_FLUSH:-}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 SLUICE="${SLUICE_BIN:-$TARGET_DIR/release/sluice}"
 if [ -n "${SLUICE_BIN:-}" ]; then
@@ -381,6 +386,9 @@ url = "$1/lake"
 [state]
 dir = "$1/state"
 TOML
+    if [ -n "$SLUICE_FLUSH" ]; then
+        printf '\n[flush]\n%s\n' "$SLUICE_FLUSH" >>"$1/sluice.toml"
+    fi
 }
 
 run_sluice() {
@@ -448,10 +456,14 @@ fi
 
 banner "results"
 MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-SLUICE_REV="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+if [ -n "${SLUICE_BIN:-}" ]; then
+    SLUICE_REV="$SLUICE_BIN"
+else
+    SLUICE_REV="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+fi
 export MACHINE SLUICE_REV SERVER_VERSION BULK_ROWS SB_TABLES SB_TABLE_SIZE SB_INSERT_EVENTS SB_WRITE_EVENTS \
     SB_THREADS START_FILE START_POS HEAD_FILE HEAD_POS BINLOG_BYTES EXPECTED_ROWS PYREPL_VERSION ZONGJI_VERSION
-export LAKE_BYTES="${SLUICE_LAKE_BYTES:-}" LAKE_FILES="${SLUICE_FILES:-}"
+export LAKE_BYTES="${SLUICE_LAKE_BYTES:-}" LAKE_FILES="${SLUICE_FILES:-}" SLUICE_FLUSH
 NODE_VERSION="$(node --version 2>/dev/null || echo -)"
 DATE="$(date -u +%Y-%m-%dT%H:%MZ)"
 export NODE_VERSION DATE
@@ -467,6 +479,7 @@ meta = {
     "binlog_bytes": int(e["BINLOG_BYTES"]), "rows": int(e["EXPECTED_ROWS"]),
     "pyrepl_version": e["PYREPL_VERSION"], "zongji_version": e["ZONGJI_VERSION"],
     "node_version": e["NODE_VERSION"], "lake_bytes": e["LAKE_BYTES"], "lake_files": e["LAKE_FILES"],
+    "sluice_flush": e["SLUICE_FLUSH"],
 }
 with open(sys.argv[1], "w") as f:
     json.dump(meta, f, indent=2)
