@@ -24,6 +24,7 @@ pub struct Config {
 
 #[derive(Debug, Clone)]
 pub struct SourceConfig {
+    /// Empty when the source is only `binlog_dir`.
     pub host: String,
     pub port: u16,
     pub user: String,
@@ -34,13 +35,44 @@ pub struct SourceConfig {
     pub heartbeat: Duration,
     /// `_sql` is cut at this many bytes.
     pub max_sql_bytes: usize,
+    /// How a non-empty lake resumes: by GTID state or by file and position.
+    pub resume: Resume,
+    /// Read binlog files from this directory instead of a server (offline
+    /// replay). A `url` next to it is then used only for the schema bootstrap.
+    pub binlog_dir: Option<PathBuf>,
+}
+
+impl SourceConfig {
+    /// Whether a server is configured (it may still be offline replay).
+    pub fn has_server(&self) -> bool {
+        !self.host.is_empty()
+    }
+}
+
+/// `[source] resume`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// GTID when the cursor holds a GTID state (and, on MySQL, gtid_mode is
+    /// ON); file and position otherwise.
+    Auto,
+    /// Always by GTID: required to follow a failover to another server.
+    Gtid,
+    /// Always by file and position.
+    Position,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartPosition {
     Earliest,
     Latest,
-    At { file: String, pos: u64 },
+    At {
+        file: String,
+        pos: u64,
+    },
+    /// A GTID state: MariaDB `domain-server-seq[,...]` or a MySQL GTID set.
+    Gtid(String),
+    /// The first transaction stamped at or after this time.
+    Timestamp(chrono::DateTime<chrono::Utc>),
 }
 
 #[derive(Debug, Clone)]
@@ -136,7 +168,9 @@ struct RawConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSource {
-    url: String,
+    url: Option<String>,
+    binlog_dir: Option<PathBuf>,
+    resume: Option<String>,
     password_file: Option<PathBuf>,
     server_id: u32,
     start: Option<toml::Value>,
@@ -231,7 +265,68 @@ impl Config {
 }
 
 fn parse_source(raw: RawSource) -> std::result::Result<SourceConfig, String> {
-    let url = url::Url::parse(&raw.url).map_err(|e| format!("source.url: `{}`: {e}", raw.url))?;
+    let (host, port, user, mut password) = match (&raw.url, &raw.binlog_dir) {
+        (Some(url), _) => parse_source_url(url)?,
+        (None, Some(_)) => (String::new(), 0, String::new(), None),
+        (None, None) => {
+            return Err(
+                "source.url: missing; set url = \"mysql://user@host:port\" (or binlog_dir for offline replay)".into(),
+            )
+        }
+    };
+    if let Some(dir) = &raw.binlog_dir {
+        if !dir.is_dir() {
+            return Err(format!(
+                "source.binlog_dir: {} is not a directory; point it at a directory of binlog files",
+                dir.display()
+            ));
+        }
+    }
+    if let Ok(p) = std::env::var(PASSWORD_ENV) {
+        password = Some(p);
+    } else if let Some(file) = &raw.password_file {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("source.password_file: cannot read {}: {e}", file.display()))?;
+        password = Some(text.lines().next().unwrap_or("").to_string());
+    }
+    if raw.server_id == 0 {
+        return Err(
+            "source.server_id: 0 is not a valid replica id, pick a unique non-zero id".into(),
+        );
+    }
+    let resume = match raw.resume.as_deref() {
+        None | Some("auto") => Resume::Auto,
+        Some("gtid") => Resume::Gtid,
+        Some("position") => Resume::Position,
+        Some(other) => {
+            return Err(format!(
+            "source.resume: `{other}` is not a resume mode, use \"auto\", \"gtid\" or \"position\""
+        ))
+        }
+    };
+    Ok(SourceConfig {
+        host,
+        port,
+        user,
+        password,
+        server_id: raw.server_id,
+        start: parse_start(raw.start)?,
+        connect_timeout: opt_duration(raw.connect_timeout, "source.connect_timeout", 10)?,
+        heartbeat: opt_duration(raw.heartbeat, "source.heartbeat", 5)?,
+        max_sql_bytes: match raw.max_sql_bytes {
+            Some(s) => parse_size(&s).map_err(|e| format!("source.max_sql_bytes: {e}"))?,
+            None => 4096,
+        },
+        resume,
+        binlog_dir: raw.binlog_dir,
+    })
+}
+
+/// `mysql://user[:password]@host[:port]` → host, port, user, password.
+fn parse_source_url(
+    raw: &str,
+) -> std::result::Result<(String, u16, String, Option<String>), String> {
+    let url = url::Url::parse(raw).map_err(|e| format!("source.url: `{raw}`: {e}"))?;
     if url.scheme() != "mysql" && url.scheme() != "mariadb" {
         return Err(format!(
             "source.url: scheme `{}` is not supported, use mysql://user@host:port",
@@ -250,46 +345,50 @@ fn parse_source(raw: RawSource) -> std::result::Result<SourceConfig, String> {
             .map_err(|_| "source.url: bad percent-encoding in the user or password".to_string())
     };
     let user = decode(url.username())?;
-    let mut password = url.password().map(decode).transpose()?;
-    if let Ok(p) = std::env::var(PASSWORD_ENV) {
-        password = Some(p);
-    } else if let Some(file) = &raw.password_file {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("source.password_file: cannot read {}: {e}", file.display()))?;
-        password = Some(text.lines().next().unwrap_or("").to_string());
-    }
-    if raw.server_id == 0 {
-        return Err(
-            "source.server_id: 0 is not a valid replica id, pick a unique non-zero id".into(),
-        );
-    }
-    Ok(SourceConfig {
-        host,
-        port: url.port().unwrap_or(3306),
-        user,
-        password,
-        server_id: raw.server_id,
-        start: parse_start(raw.start)?,
-        connect_timeout: opt_duration(raw.connect_timeout, "source.connect_timeout", 10)?,
-        heartbeat: opt_duration(raw.heartbeat, "source.heartbeat", 5)?,
-        max_sql_bytes: match raw.max_sql_bytes {
-            Some(s) => parse_size(&s).map_err(|e| format!("source.max_sql_bytes: {e}"))?,
-            None => 4096,
-        },
-    })
+    let password = url.password().map(decode).transpose()?;
+    Ok((host, url.port().unwrap_or(3306), user, password))
 }
 
 fn parse_start(value: Option<toml::Value>) -> std::result::Result<StartPosition, String> {
-    const HINT: &str = r#"use "earliest", "latest" or { file = "binlog.000003", pos = 4 }"#;
+    const HINT: &str = r#"use "earliest", "latest", { file = "binlog.000003", pos = 4 }, { gtid = "0-1-100" } or { timestamp = "2026-01-31T12:00:00Z" }"#;
     match value {
         None => Ok(StartPosition::Latest),
         Some(toml::Value::String(s)) if s == "earliest" => Ok(StartPosition::Earliest),
         Some(toml::Value::String(s)) if s == "latest" => Ok(StartPosition::Latest),
         Some(toml::Value::Table(t)) => {
             for key in t.keys() {
-                if key != "file" && key != "pos" {
+                if !["file", "pos", "gtid", "timestamp"].contains(&key.as_str()) {
                     return Err(format!("source.start.{key}: unknown key, {HINT}"));
                 }
+            }
+            if let Some(gtid) = t.get("gtid") {
+                if t.len() > 1 {
+                    return Err(format!(
+                        "source.start: gtid cannot be combined with other keys, {HINT}"
+                    ));
+                }
+                let gtid = gtid
+                    .as_str()
+                    .filter(|g| crate::source::gtid::GtidState::parse(g).is_ok())
+                    .ok_or_else(|| {
+                        "source.start.gtid: not a GTID state; use MariaDB \"domain-server-seq[,...]\" or a MySQL GTID set \"uuid:1-100\"".to_string()
+                    })?;
+                return Ok(StartPosition::Gtid(gtid.to_string()));
+            }
+            if let Some(ts) = t.get("timestamp") {
+                if t.len() > 1 {
+                    return Err(format!(
+                        "source.start: timestamp cannot be combined with other keys, {HINT}"
+                    ));
+                }
+                let ts = match ts {
+                    toml::Value::Datetime(d) => d.to_string(),
+                    toml::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let at = chrono::DateTime::parse_from_rfc3339(&ts)
+                    .map_err(|e| format!("source.start.timestamp: `{ts}` is not an RFC 3339 time ({e}), e.g. \"2026-01-31T12:00:00Z\""))?;
+                return Ok(StartPosition::Timestamp(at.with_timezone(&chrono::Utc)));
             }
             let file = t
                 .get("file")
@@ -545,6 +644,66 @@ url = "/tmp/lake"
         );
         let bad = MINIMAL.replace("server_id = 7", "server_id = 7\nstart = \"yesterday\"");
         assert!(Config::parse(&bad).unwrap_err().contains("source.start"));
+    }
+
+    #[test]
+    fn gtid_timestamp_and_resume() {
+        let with = |line: &str| {
+            Config::parse(&MINIMAL.replace("server_id = 7", &format!("server_id = 7\n{line}")))
+        };
+        let c = with("start = { gtid = \"0-1-100,1-2-7\" }").unwrap();
+        assert_eq!(c.source.start, StartPosition::Gtid("0-1-100,1-2-7".into()));
+        let c = with("start = { timestamp = \"2026-01-31T12:00:00+01:00\" }").unwrap();
+        let StartPosition::Timestamp(t) = c.source.start else {
+            panic!("{:?}", c.source.start)
+        };
+        assert_eq!(t.to_rfc3339(), "2026-01-31T11:00:00+00:00");
+        // A TOML datetime literal works as well as a string.
+        let c = with("start = { timestamp = 2026-01-31T12:00:00Z }").unwrap();
+        assert!(matches!(c.source.start, StartPosition::Timestamp(_)));
+        let e = with("start = { gtid = \"0-1\" }").unwrap_err();
+        assert!(e.starts_with("source.start.gtid: "), "{e}");
+        let e = with("start = { timestamp = \"yesterday\" }").unwrap_err();
+        assert!(e.starts_with("source.start.timestamp: "), "{e}");
+        let e = with("start = { gtid = \"0-1-1\", pos = 4 }").unwrap_err();
+        assert!(e.contains("cannot be combined"), "{e}");
+
+        assert_eq!(Config::parse(MINIMAL).unwrap().source.resume, Resume::Auto);
+        assert_eq!(
+            with("resume = \"gtid\"").unwrap().source.resume,
+            Resume::Gtid
+        );
+        assert_eq!(
+            with("resume = \"position\"").unwrap().source.resume,
+            Resume::Position
+        );
+        let e = with("resume = \"sometimes\"").unwrap_err();
+        assert!(e.starts_with("source.resume: "), "{e}");
+    }
+
+    #[test]
+    fn binlog_dir_makes_the_url_optional() {
+        let dir = std::env::temp_dir();
+        let text = MINIMAL.replace(
+            "url = \"mysql://repl@127.0.0.1:3307\"",
+            &format!("binlog_dir = '{}'", dir.display()),
+        );
+        let c = Config::parse(&text).unwrap();
+        assert!(!c.source.has_server());
+        assert_eq!(c.source.binlog_dir.as_deref(), Some(dir.as_path()));
+        let none = MINIMAL.replace("url = \"mysql://repl@127.0.0.1:3307\"", "");
+        assert!(Config::parse(&none)
+            .unwrap_err()
+            .starts_with("source.url: missing"));
+        let missing = MINIMAL.replace(
+            "url = \"mysql://repl@127.0.0.1:3307\"",
+            "binlog_dir = '/no/such/dir'",
+        );
+        let e = Config::parse(&missing).unwrap_err();
+        assert!(
+            e.starts_with("source.binlog_dir: ") && e.contains("not a directory"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -6,14 +6,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use mysql_common::binlog::events::{Event, QueryEvent, TableMapEvent};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::batch::{RowOrigin, TableBuffer};
 use crate::commit::{self, Cursor, DataFile, Lake, Manifest, SourceIdentity, Writer};
-use crate::config::{Config, StartPosition};
+use crate::config::{Config, Resume, StartPosition};
 use crate::decode::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
 use crate::decode::{self, classify_query, event_type as et, QueryKind};
 use crate::error::{Error, Result};
@@ -22,7 +21,8 @@ use crate::schema::history::{self, SchemaHistory};
 
 use crate::schema::tracker::{SchemaTracker, StreamPoint};
 use crate::sink;
-use crate::source::{self, BinlogPosition, ServerInfo};
+use crate::source::gtid::GtidState;
+use crate::source::{self, BinlogPosition, ServerInfo, StreamStart};
 use object_store::ObjectStoreExt;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -68,8 +68,8 @@ struct Pipeline<'a> {
     /// The statement of the rows events that follow (MySQL Rows_query,
     /// MariaDB Annotate_rows), truncated at `source.max_sql_bytes`.
     tx_sql: Option<Arc<str>>,
-    /// MariaDB GTID state: domain → `domain-server-seq`.
-    gtid_state: BTreeMap<u64, String>,
+    /// The GTID state at the last boundary plus the transaction in hand.
+    gtid_state: GtidState,
     last_checkpoint: Instant,
     stats: DecodeStats,
     summary: RunSummary,
@@ -85,38 +85,31 @@ pub async fn run(
     sink::probe_put_if_absent(lake.store.as_ref(), &config.sink.url).await?;
     let committed = lake.latest_manifest().await?;
 
-    let mut conn = source::connect(&config.source).await?;
-    let (server, checks) = source::preflight(&mut conn).await?;
-    source::require(&checks)?;
-
-    let start = match &committed {
-        Some(m) => {
-            let at = BinlogPosition {
+    let src = open_source(config, committed.as_ref()).await?;
+    let SourceSetup {
+        server,
+        start,
+        start_gtid,
+        head,
+        caught_up,
+        tables,
+        db_charsets,
+        server_charset,
+    } = src;
+    let start_position = match &start {
+        StreamStart::Position(p) => p.clone(),
+        // The server names the file when the stream begins.
+        StreamStart::Gtid(_) => match &committed {
+            Some(m) => BinlogPosition {
                 file: m.cursor.file.clone(),
                 pos: m.cursor.pos,
-            };
-            info!(manifest = m.seq, cursor = %at, "resuming from the newest manifest (source.start is ignored)");
-            source::resolve_start(
-                &mut conn,
-                &StartPosition::At {
-                    file: at.file,
-                    pos: at.pos,
-                },
-            )
-            .await?
-        }
-        None => {
-            let at = source::resolve_start(&mut conn, &config.source.start).await?;
-            info!(start = %at, "empty lake: starting at the configured position");
-            at
-        }
+            },
+            None => BinlogPosition {
+                file: String::new(),
+                pos: 4,
+            },
+        },
     };
-    let head = source::head(&mut conn).await?;
-    let tables = bootstrap::read_tables(&mut conn, &config.filter).await?;
-    let db_charsets = bootstrap::database_charsets(&mut conn).await?;
-    let server_charset = bootstrap::server_charset(&mut conn).await?;
-    drop(conn);
-
     let removed = lake.remove_orphans(committed.as_ref()).await?;
     if !removed.is_empty() {
         info!(
@@ -145,9 +138,9 @@ pub async fn run(
     let cursor = match &committed {
         Some(m) => m.cursor.clone(),
         None => Cursor {
-            file: start.file.clone(),
-            pos: start.pos,
-            gtid: None,
+            file: start_position.file.clone(),
+            pos: start_position.pos,
+            gtid: (!start_gtid.is_empty()).then(|| start_gtid.to_string()),
             next_seq: 1,
             next_tx_seq: 1,
         },
@@ -155,7 +148,7 @@ pub async fn run(
     // Tables the history does not know yet (an empty lake, or a widened
     // filter) start with their shape from information_schema at this position.
     let here = StreamPoint {
-        position: start.clone(),
+        position: start_position.clone(),
         gtid: cursor.gtid.clone(),
         timestamp: chrono::Utc::now().timestamp() as u32,
         tx_seq: cursor.next_tx_seq - 1,
@@ -167,7 +160,7 @@ pub async fn run(
         .collect();
     if !unknown.is_empty() {
         info!(tables = unknown.len(), at = %start, "schema bootstrap from information_schema");
-        tracker.bootstrap(unknown, &here, start >= head)?;
+        tracker.bootstrap(unknown, &here, caught_up)?;
     }
     let all: Vec<_> = tracker
         .history()
@@ -185,14 +178,14 @@ pub async fn run(
         plans: HashMap::new(),
         buffers: BTreeMap::new(),
         pending: Vec::new(),
-        gtid_state: parse_gtid_state(cursor.gtid.as_deref()),
+        gtid_state: start_gtid,
         next_seq: cursor.next_seq,
         next_tx_seq: cursor.next_tx_seq,
         origin: cursor.clone(),
         cursor,
         committed,
         file_counter: 0,
-        file: start.file.clone(),
+        file: start_position.file.clone(),
         in_tx: false,
         tx_rows: 0,
         tx_gtid: None,
@@ -203,7 +196,7 @@ pub async fn run(
         summary: RunSummary::default(),
     };
 
-    if opts.until_caught_up && start >= head {
+    if opts.until_caught_up && caught_up {
         info!(head = %head, "nothing to do: already at the binlog head");
         return Ok(p.summary);
     }
@@ -234,6 +227,232 @@ pub async fn run(
     Ok(p.summary)
 }
 
+/// What the run learned about its source before streaming.
+struct SourceSetup {
+    server: ServerInfo,
+    start: StreamStart,
+    /// The GTID state at `start` (empty when unknown).
+    start_gtid: GtidState,
+    head: BinlogPosition,
+    /// `start` is already at the head.
+    caught_up: bool,
+    tables: BTreeMap<(String, String), crate::schema::TableSchema>,
+    db_charsets: BTreeMap<String, String>,
+    server_charset: String,
+}
+
+/// Connects (or opens the binlog files), checks the source, and decides
+/// where to start: the committed cursor — by GTID or by position, see
+/// `source.resume` — or `source.start` on an empty lake.
+async fn open_source(config: &Config, committed: Option<&Manifest>) -> Result<SourceSetup> {
+    let cfg = &config.source;
+    if let Some(dir) = &cfg.binlog_dir {
+        return open_offline(config, dir, committed).await;
+    }
+    let mut conn = source::connect(cfg).await?;
+    let (server, checks) = source::preflight(&mut conn).await?;
+    source::require(&checks)?;
+    let head = source::head(&mut conn).await?;
+    let flavor = server.flavor;
+    let head_gtid = if server.gtid {
+        Some(source::head_gtid(&mut conn, flavor).await?)
+    } else {
+        None
+    };
+    let (start, start_gtid) = match committed {
+        Some(m) => {
+            let gtid = source::gtid_state(flavor, m.cursor.gtid.as_deref().unwrap_or(""))?;
+            let by_gtid = match cfg.resume {
+                Resume::Position => false,
+                Resume::Auto => server.gtid && !gtid.is_empty(),
+                Resume::Gtid if !server.gtid => {
+                    return Err(Error::Position(
+                        "source.resume = \"gtid\" but the server has gtid_mode OFF; turn GTIDs on or set source.resume = \"position\"".into(),
+                    ))
+                }
+                Resume::Gtid if gtid.is_empty() => {
+                    return Err(Error::Position(format!(
+                        "source.resume = \"gtid\" but manifest {} holds no GTID state; resume by position once (source.resume = \"auto\") so the cursor learns it",
+                        m.seq
+                    )))
+                }
+                Resume::Gtid => true,
+            };
+            if by_gtid {
+                info!(manifest = m.seq, gtid = %gtid, "resuming from the newest manifest by GTID (source.start is ignored)");
+                (StreamStart::Gtid(gtid.clone()), gtid)
+            } else {
+                let at = source::resolve_start(
+                    &mut conn,
+                    &StartPosition::At {
+                        file: m.cursor.file.clone(),
+                        pos: m.cursor.pos,
+                    },
+                )
+                .await?;
+                info!(manifest = m.seq, cursor = %at, "resuming from the newest manifest (source.start is ignored)");
+                (StreamStart::Position(at), gtid)
+            }
+        }
+        None => {
+            let start = match &cfg.start {
+                StartPosition::Gtid(text) => {
+                    if !server.gtid {
+                        return Err(Error::Position(
+                            "source.start.gtid: the server has gtid_mode OFF; start from a file and position".into(),
+                        ));
+                    }
+                    StreamStart::Gtid(source::gtid_state(flavor, text)?)
+                }
+                StartPosition::Timestamp(t) => {
+                    let logs = source::binary_logs(&mut conn).await?;
+                    let server = &server;
+                    let at = source::find_timestamp(
+                        |file| async move {
+                            let at = StreamStart::Position(BinlogPosition { file, pos: 4 });
+                            source::open_stream(cfg, server, &at).await
+                        },
+                        &logs,
+                        &head,
+                        *t,
+                    )
+                    .await?;
+                    info!(timestamp = %t, start = %at, "found the first transaction at or after the start time");
+                    StreamStart::Position(at)
+                }
+                other => StreamStart::Position(source::resolve_start(&mut conn, other).await?),
+            };
+            let gtid = match &start {
+                StreamStart::Gtid(g) => g.clone(),
+                StreamStart::Position(at) if server.gtid => {
+                    source::gtid_at(&mut conn, flavor, at).await?
+                }
+                StreamStart::Position(_) => source::gtid_state(flavor, "")?,
+            };
+            info!(start = %start, "empty lake: starting at the configured position");
+            (start, gtid)
+        }
+    };
+    let caught_up = match (&start, &head_gtid) {
+        (StreamStart::Position(p), _) => *p >= head,
+        (StreamStart::Gtid(g), Some(h)) => g.covers(h),
+        (StreamStart::Gtid(_), None) => false,
+    };
+    let tables = bootstrap::read_tables(&mut conn, &config.filter).await?;
+    let db_charsets = bootstrap::database_charsets(&mut conn).await?;
+    let server_charset = bootstrap::server_charset(&mut conn).await?;
+    Ok(SourceSetup {
+        server,
+        start,
+        start_gtid,
+        head,
+        caught_up,
+        tables,
+        db_charsets,
+        server_charset,
+    })
+}
+
+/// Offline replay: the server identity comes from the first file's format
+/// description; table shapes from the history, in-stream DDL and FULL
+/// metadata — or from information_schema when `source.url` is also set.
+async fn open_offline(
+    config: &Config,
+    dir: &std::path::Path,
+    committed: Option<&Manifest>,
+) -> Result<SourceSetup> {
+    let cfg = &config.source;
+    let logs = source::files::list(dir)?;
+    let first = source::files::describe(&dir.join(&logs[0].0))?;
+    let server = ServerInfo {
+        flavor: if first.version.to_ascii_lowercase().contains("mariadb") {
+            source::Flavor::Mariadb
+        } else {
+            source::Flavor::Mysql
+        },
+        version: first.version,
+        server_id: first.server_id,
+        server_uuid: None,
+        checksum: first.checksum,
+        gtid: false,
+    };
+    let (last, size) = logs.last().cloned().unwrap_or_default();
+    let head = BinlogPosition {
+        file: last,
+        pos: size,
+    };
+    let start = match (committed, &cfg.start) {
+        (Some(m), _) => {
+            let at = BinlogPosition {
+                file: m.cursor.file.clone(),
+                pos: m.cursor.pos,
+            };
+            info!(manifest = m.seq, cursor = %at, "resuming offline replay from the newest manifest");
+            source::validate_position(&logs, &at)?;
+            at
+        }
+        (None, StartPosition::Earliest) => BinlogPosition {
+            file: logs[0].0.clone(),
+            pos: 4,
+        },
+        (None, StartPosition::Latest) => head.clone(),
+        (None, StartPosition::At { file, pos }) => {
+            let at = BinlogPosition {
+                file: file.clone(),
+                pos: *pos,
+            };
+            source::validate_position(&logs, &at)?;
+            at
+        }
+        (None, StartPosition::Gtid(_)) => {
+            return Err(Error::Position(
+                "source.start.gtid: offline replay (source.binlog_dir) starts from \"earliest\", a file and position, or a timestamp".into(),
+            ))
+        }
+        (None, StartPosition::Timestamp(t)) => {
+            let checksum = server.checksum;
+            source::find_timestamp(
+                |file| async move {
+                    let at = BinlogPosition { file, pos: 4 };
+                    Ok(source::stream::EventStream::from_packets(
+                        source::files::open(dir, &at, checksum)?,
+                    ))
+                },
+                &logs,
+                &head,
+                *t,
+            )
+            .await?
+        }
+    };
+    let gtid = source::gtid_state(
+        server.flavor,
+        committed
+            .and_then(|m| m.cursor.gtid.as_deref())
+            .unwrap_or(""),
+    )?;
+    let (tables, db_charsets, server_charset) = if cfg.has_server() {
+        let mut conn = source::connect(cfg).await?;
+        (
+            bootstrap::read_tables(&mut conn, &config.filter).await?,
+            bootstrap::database_charsets(&mut conn).await?,
+            bootstrap::server_charset(&mut conn).await?,
+        )
+    } else {
+        (BTreeMap::new(), BTreeMap::new(), "utf8mb4".to_string())
+    };
+    Ok(SourceSetup {
+        server,
+        caught_up: start >= head,
+        start: StreamStart::Position(start),
+        start_gtid: gtid,
+        head,
+        tables,
+        db_charsets,
+        server_charset,
+    })
+}
+
 /// Jittered exponential backoff: 0.5 s doubling up to 30 s, ±25 %.
 fn backoff(failures: u32) -> Duration {
     let base = 0.5 * 2f64.powi(failures.saturating_sub(1).min(16) as i32);
@@ -244,7 +463,7 @@ fn backoff(failures: u32) -> Duration {
 impl Pipeline<'_> {
     async fn stream(
         &mut self,
-        start: BinlogPosition,
+        start: StreamStart,
         stop_at: Option<BinlogPosition>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<()> {
@@ -261,6 +480,14 @@ impl Pipeline<'_> {
                 ev = stream.next() => match ev {
                     Some(Ok(ev)) => ev,
                     Some(Err(e)) => return Err(source::stream_error(e, &self.position())),
+                    None if self.config.source.binlog_dir.is_some() => {
+                        // Offline replay ends with the last binlog file.
+                        if !self.in_tx {
+                            self.checkpoint().await?;
+                        }
+                        info!(cursor = %self.position(), "replayed every binlog file");
+                        return Ok(());
+                    }
                     None => return Err(Error::Connection(format!("the server closed the binlog stream at {}", self.position()))),
                 },
                 _ = tick.tick() => {
@@ -317,7 +544,7 @@ impl Pipeline<'_> {
     /// Forgets everything not committed and returns the position to read
     /// from again: the last checkpoint's cursor. Re-reading assigns the same
     /// `_seq` and `_tx_seq` values, so a retry neither loses nor repeats a row.
-    async fn rewind(&mut self) -> BinlogPosition {
+    async fn rewind(&mut self) -> StreamStart {
         for f in std::mem::take(&mut self.pending) {
             if let Err(e) = self
                 .lake
@@ -341,14 +568,26 @@ impl Pipeline<'_> {
         };
         self.next_seq = self.cursor.next_seq;
         self.next_tx_seq = self.cursor.next_tx_seq;
-        self.gtid_state = parse_gtid_state(self.cursor.gtid.as_deref());
+        self.gtid_state = source::gtid_state(
+            self.server.flavor,
+            self.cursor.gtid.as_deref().unwrap_or(""),
+        )
+        .unwrap_or_else(|_| self.gtid_state.empty_like());
         self.file = self.cursor.file.clone();
         self.in_tx = false;
         self.tx_rows = 0;
         self.tx_gtid = None;
         self.tx_ddl = false;
         self.tx_sql = None;
-        self.position()
+        let by_gtid = match self.config.source.resume {
+            Resume::Position => false,
+            Resume::Auto | Resume::Gtid => self.server.gtid && !self.gtid_state.is_empty(),
+        };
+        if by_gtid {
+            StreamStart::Gtid(self.gtid_state.clone())
+        } else {
+            StreamStart::Position(self.position())
+        }
     }
 
     fn position(&self) -> BinlogPosition {
@@ -387,7 +626,12 @@ impl Pipeline<'_> {
                 }
                 let pos = decode::values::le_uint(body.get(..8).unwrap_or_default());
                 self.file = String::from_utf8_lossy(name).into_owned();
-                if !self.in_tx {
+                // The rotate a stream begins with (log_pos 0) restates where
+                // it starts; after a GTID start it says "file:4" although the
+                // server skips to the GTID, so it moves the cursor only to
+                // another file. A real rotate ends a file.
+                let opening = end == 0;
+                if !self.in_tx && (!opening || self.cursor.file != self.file) {
                     self.cursor.file = self.file.clone();
                     self.cursor.pos = pos;
                 }
@@ -408,6 +652,25 @@ impl Pipeline<'_> {
             et::MYSQL_GTID => {
                 self.in_tx = true;
                 self.tx_gtid = decode::mysql_gtid(body);
+                Ok(false)
+            }
+            et::MYSQL_PREVIOUS_GTIDS if self.gtid_state.is_empty() => {
+                // MySQL: the set executed before this file, where a
+                // position-started lake learns its GTID state.
+                let prev: mysql_common::binlog::events::PreviousGtidsEvent<'_> = event
+                    .read_event()
+                    .map_err(|e| at(format!("bad Previous_gtids event: {e}")))?;
+                for sid in prev.sids() {
+                    let uuid = mysql_common::uuid::Uuid::from_bytes(sid.uuid()).to_string();
+                    let key = match sid.tag() {
+                        Some(tag) => format!("{uuid}:{}", tag.as_str()),
+                        None => uuid,
+                    };
+                    for iv in sid.intervals() {
+                        // GnoInterval ends are exclusive.
+                        self.gtid_state.add_range(&key, iv.start(), iv.end().saturating_sub(1));
+                    }
+                }
                 Ok(false)
             }
             et::QUERY => {
@@ -634,26 +897,12 @@ impl Pipeline<'_> {
         self.tx_sql = None;
         self.tx_rows = 0;
         if let Some(gtid) = self.tx_gtid.take() {
-            if let Some(domain) = gtid.split('-').next().and_then(|d| d.parse().ok()) {
-                if self.server.flavor == source::Flavor::Mariadb {
-                    self.gtid_state.insert(domain, gtid);
-                }
-            }
+            self.gtid_state.add(&gtid);
         }
         self.cursor = Cursor {
             file: self.file.clone(),
             pos: end,
-            gtid: if self.gtid_state.is_empty() {
-                None
-            } else {
-                Some(
-                    self.gtid_state
-                        .values()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(","),
-                )
-            },
+            gtid: (!self.gtid_state.is_empty()).then(|| self.gtid_state.to_string()),
             next_seq: self.next_seq,
             next_tx_seq: self.next_tx_seq,
         };
@@ -772,16 +1021,4 @@ impl Pipeline<'_> {
         self.last_checkpoint = Instant::now();
         Ok(())
     }
-}
-
-fn parse_gtid_state(state: Option<&str>) -> BTreeMap<u64, String> {
-    state
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|g| {
-            let g = g.trim();
-            let domain = g.split('-').next()?.parse().ok()?;
-            Some((domain, g.to_string()))
-        })
-        .collect()
 }

@@ -26,6 +26,7 @@ pub mod event_type {
     pub const DELETE_ROWS_V2: u8 = 32;
     pub const MYSQL_GTID: u8 = 33;
     pub const MYSQL_ANONYMOUS_GTID: u8 = 34;
+    pub const MYSQL_PREVIOUS_GTIDS: u8 = 35;
     pub const XA_PREPARE: u8 = 38;
     pub const PARTIAL_UPDATE_ROWS: u8 = 39;
     pub const TRANSACTION_PAYLOAD: u8 = 40;

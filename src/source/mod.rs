@@ -1,14 +1,23 @@
-//! The source server: connecting as a replica, preflight checks, binlog
-//! positions, and opening the binlog dump.
+//! The source: connecting as a replica, preflight checks, binlog positions
+//! and GTID states, and opening the event stream (from a server or from
+//! binlog files).
+
+pub mod files;
+pub mod gtid;
+pub mod replica;
+pub mod stream;
 
 use std::cmp::Ordering;
 use std::fmt;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, OptsBuilder};
+use mysql_async::{BinlogStreamRequest, Conn, OptsBuilder};
 
 use crate::config::{SourceConfig, StartPosition, PASSWORD_ENV};
 use crate::error::{Error, Result};
+use gtid::GtidState;
+use replica::{Replica, ServerFailure};
+use stream::EventStream;
 
 /// A position in the source's binlog: the file name and a byte offset in it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -63,6 +72,26 @@ pub struct ServerInfo {
     pub server_uuid: Option<String>,
     /// Whether events carry a CRC32 footer (`binlog_checksum`).
     pub checksum: bool,
+    /// Whether the server can resume a replica by GTID (MariaDB always;
+    /// MySQL with gtid_mode=ON).
+    pub gtid: bool,
+}
+
+/// Where a stream begins: a file position, or a GTID state (the server
+/// finds the position; this is what survives a failover).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamStart {
+    Position(BinlogPosition),
+    Gtid(GtidState),
+}
+
+impl fmt::Display for StreamStart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StreamStart::Position(p) => p.fmt(f),
+            StreamStart::Gtid(g) => write!(f, "GTID {g}"),
+        }
+    }
 }
 
 /// One line of the preflight checklist.
@@ -129,13 +158,21 @@ pub async fn preflight(conn: &mut Conn) -> Result<(ServerInfo, Vec<Check>)> {
     } else {
         Flavor::Mysql
     };
-    let server_uuid = if flavor == Flavor::Mysql {
-        conn.query_first::<String, _>("SELECT @@server_uuid")
+    let (server_uuid, gtid) = if flavor == Flavor::Mysql {
+        let uuid = conn
+            .query_first::<String, _>("SELECT @@server_uuid")
+            .await
+            .ok()
+            .flatten();
+        let mode = conn
+            .query_first::<String, _>("SELECT @@gtid_mode")
             .await
             .ok()
             .flatten()
+            .unwrap_or_default();
+        (uuid, mode.eq_ignore_ascii_case("ON"))
     } else {
-        None
+        (None, true)
     };
     let grants: Vec<String> = conn.query("SHOW GRANTS").await.map_err(q)?;
     let grants = grants.join("\n").to_ascii_uppercase();
@@ -186,6 +223,7 @@ pub async fn preflight(conn: &mut Conn) -> Result<(ServerInfo, Vec<Check>)> {
         checksum: checksum
             .map(|c| !c.eq_ignore_ascii_case("NONE"))
             .unwrap_or(false),
+        gtid,
     };
     Ok((info, checks))
 }
@@ -248,6 +286,9 @@ pub async fn resolve_start(conn: &mut Conn, start: &StartPosition) -> Result<Bin
             validate_position(&logs, &at)?;
             Ok(at)
         }
+        StartPosition::Gtid(_) | StartPosition::Timestamp(_) => Err(Error::Position(
+            "a GTID or timestamp start has no file position of its own".into(),
+        )),
     }
 }
 
@@ -279,43 +320,260 @@ pub fn validate_position(logs: &[(String, u64)], at: &BinlogPosition) -> Result<
     }
 }
 
-/// Registers as a replica and starts the binlog dump at `at`.
+/// The server's GTID state at its binlog head: MariaDB `@@gtid_binlog_pos`,
+/// MySQL `@@gtid_executed`.
+pub async fn head_gtid(conn: &mut Conn, flavor: Flavor) -> Result<GtidState> {
+    let sql = match flavor {
+        Flavor::Mariadb => "SELECT @@gtid_binlog_pos",
+        Flavor::Mysql => "SELECT @@gtid_executed",
+    };
+    let text: Option<String> = conn
+        .query_first(sql)
+        .await
+        .map_err(|e| Error::Preflight(format!("{sql} failed: {e}")))?;
+    let text = text.unwrap_or_default().replace('\n', "");
+    gtid_state(flavor, &text)
+}
+
+/// The GTID state at a binlog position (MariaDB's `BINLOG_GTID_POS`), so a
+/// lake started from a position can later resume by GTID. MySQL learns it
+/// from the Previous_gtids event at the start of each file instead.
+pub async fn gtid_at(conn: &mut Conn, flavor: Flavor, at: &BinlogPosition) -> Result<GtidState> {
+    if flavor == Flavor::Mysql {
+        return Ok(GtidState::Mysql(Default::default()));
+    }
+    let text: Option<Option<String>> = conn
+        .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (at.file.as_str(), at.pos))
+        .await
+        .map_err(|e| Error::Preflight(format!("BINLOG_GTID_POS({at}) failed: {e}")))?;
+    gtid_state(flavor, &text.flatten().unwrap_or_default())
+}
+
+/// Parses a GTID state of the given flavor (an empty text is an empty state).
+pub fn gtid_state(flavor: Flavor, text: &str) -> Result<GtidState> {
+    if text.trim().is_empty() {
+        return Ok(match flavor {
+            Flavor::Mariadb => GtidState::Mariadb(Default::default()),
+            Flavor::Mysql => GtidState::Mysql(Default::default()),
+        });
+    }
+    let state = GtidState::parse(text).map_err(|e| Error::Position(format!("GTID state: {e}")))?;
+    let matches = matches!(
+        (&state, flavor),
+        (GtidState::Mariadb(_), Flavor::Mariadb) | (GtidState::Mysql(_), Flavor::Mysql)
+    );
+    if !matches {
+        return Err(Error::Position(format!(
+            "GTID state `{text}` is not a {flavor:?} GTID state; a lake cannot move between MySQL and MariaDB"
+        )));
+    }
+    Ok(state)
+}
+
+/// Registers as a replica and starts the binlog dump: from binlog files
+/// when `source.binlog_dir` is set, from the server otherwise.
 pub async fn open_stream(
     cfg: &SourceConfig,
     info: &ServerInfo,
-    at: &BinlogPosition,
-) -> Result<BinlogStream> {
-    let mut conn = connect(cfg).await?;
-    if info.flavor == Flavor::Mariadb {
-        // Without this MariaDB replaces its GTID and annotate events with dummies.
-        conn.query_drop("SET @mariadb_slave_capability = 4")
-            .await
-            .map_err(|e| Error::Connection(e.to_string()))?;
+    start: &StreamStart,
+) -> Result<EventStream> {
+    if let Some(dir) = &cfg.binlog_dir {
+        let StreamStart::Position(at) = start else {
+            return Err(Error::Position(
+                "offline replay (source.binlog_dir) starts from a file and position, not a GTID; set source.resume = \"position\"".into(),
+            ));
+        };
+        return Ok(EventStream::from_packets(files::open(
+            dir,
+            at,
+            info.checksum,
+        )?));
     }
     let heartbeat_ns = cfg.heartbeat.as_nanos().min(u64::MAX as u128);
-    conn.query_drop(format!("SET @master_heartbeat_period = {heartbeat_ns}"))
-        .await
-        .map_err(|e| Error::Connection(e.to_string()))?;
-    let request = BinlogStreamRequest::new(cfg.server_id)
-        .with_filename(at.file.as_bytes())
-        .with_pos(at.pos);
-    conn.get_binlog_stream(request)
-        .await
-        .map_err(|e| Error::Connection(format!("binlog dump request failed: {e}")))
+    match info.flavor {
+        Flavor::Mariadb => {
+            let mut replica = Replica::connect(cfg).await?;
+            // Without this MariaDB replaces its GTID and annotate events with dummies.
+            replica.execute("SET @mariadb_slave_capability = 4").await?;
+            // Announce that we handle checksummed events (we verify them).
+            replica
+                .execute("SET @master_binlog_checksum = @@global.binlog_checksum")
+                .await?;
+            replica
+                .execute(&format!("SET @master_heartbeat_period = {heartbeat_ns}"))
+                .await?;
+            let (file, pos) = match start {
+                StreamStart::Position(at) => (at.file.clone(), at.pos),
+                StreamStart::Gtid(state) => {
+                    replica
+                        .execute(&format!("SET @slave_connect_state = '{state}'"))
+                        .await?;
+                    replica.execute("SET @slave_gtid_strict_mode = 1").await?;
+                    replica
+                        .execute("SET @slave_gtid_ignore_duplicates = 0")
+                        .await?;
+                    (String::new(), 4)
+                }
+            };
+            replica.register(cfg.server_id).await?;
+            Ok(EventStream::from_packets(
+                replica.dump(cfg.server_id, &file, pos).await?,
+            ))
+        }
+        Flavor::Mysql => {
+            let mut conn = connect(cfg).await?;
+            conn.query_drop(format!("SET @master_heartbeat_period = {heartbeat_ns}"))
+                .await
+                .map_err(|e| Error::Connection(e.to_string()))?;
+            let request = BinlogStreamRequest::new(cfg.server_id);
+            let request = match start {
+                StreamStart::Position(at) => {
+                    request.with_filename(at.file.as_bytes()).with_pos(at.pos)
+                }
+                StreamStart::Gtid(state) => request
+                    .with_gtid()
+                    .with_gtid_set(state.mysql_sids().map_err(Error::Position)?)
+                    .with_pos(4),
+            };
+            let stream = conn
+                .get_binlog_stream(request)
+                .await
+                .map_err(|e| Error::Connection(format!("binlog dump request failed: {e}")))?;
+            Ok(EventStream::from_mysql(stream))
+        }
+    }
 }
 
-/// Classifies an error of the binlog stream.
-pub fn stream_error(e: mysql_async::Error, at: &BinlogPosition) -> Error {
-    match &e {
-        mysql_async::Error::Server(s) if s.code == 1236 => Error::Position(format!(
-            "the server cannot send the binlog from {at}: {}; if the binlog was purged, start over from an existing position on an empty lake",
-            s.message
+/// `start = { timestamp = ... }`: the position of the first transaction
+/// committed at or after `at` (its commit event is stamped at or after it),
+/// or the head when there is none yet. `open` starts a stream at the start
+/// of a file: the search begins in the newest file created at or before `at`.
+pub async fn find_timestamp<F, Fut>(
+    open: F,
+    logs: &[(String, u64)],
+    head: &BinlogPosition,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<BinlogPosition>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<EventStream>>,
+{
+    use crate::decode::{classify_query, event_type as et, QueryKind};
+    let target = at.timestamp().max(0) as u64;
+    let mut from = 0;
+    for (i, (file, _)) in logs.iter().enumerate().rev() {
+        let mut stream = open(file.clone()).await?;
+        let created = loop {
+            let here = BinlogPosition {
+                file: file.clone(),
+                pos: 4,
+            };
+            match stream.next().await {
+                Some(Ok(ev)) if ev.header().event_type_raw() == et::FORMAT_DESCRIPTION => {
+                    break ev.header().timestamp() as u64
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Err(stream_error(e, &here)),
+                None => return Err(Error::Position(format!("{here}: no format description"))),
+            }
+        };
+        if created <= target {
+            from = i;
+            break;
+        }
+    }
+    let mut file = logs[from].0.clone();
+    let mut stream = open(file.clone()).await?;
+    let mut tx_start = BinlogPosition {
+        file: file.clone(),
+        pos: 4,
+    };
+    let mut in_tx = false;
+    loop {
+        let ev = match stream.next().await {
+            Some(Ok(ev)) => ev,
+            Some(Err(e)) => return Err(stream_error(e, &tx_start)),
+            None => return Ok(head.clone()),
+        };
+        let header = ev.header();
+        let end = header.log_pos() as u64;
+        let commit = match header.event_type_raw() {
+            et::ROTATE => {
+                let name = ev.data().get(8..).unwrap_or_default();
+                // Before the format description the name still carries the
+                // checksum: take the spelling the server lists.
+                file = logs
+                    .iter()
+                    .map(|(f, _)| f)
+                    .find(|f| {
+                        name == f.as_bytes()
+                            || (name.len() == f.len() + 4 && name.starts_with(f.as_bytes()))
+                    })
+                    .cloned()
+                    .unwrap_or_else(|| String::from_utf8_lossy(name).into_owned());
+                if !in_tx {
+                    tx_start = BinlogPosition {
+                        file: file.clone(),
+                        pos: 4,
+                    };
+                }
+                false
+            }
+            et::MARIADB_GTID | et::MYSQL_GTID | et::MYSQL_ANONYMOUS_GTID => {
+                in_tx = true;
+                false
+            }
+            et::XID => true,
+            et::QUERY => {
+                let q: mysql_common::binlog::events::QueryEvent<'_> = ev
+                    .read_event()
+                    .map_err(|e| Error::decode(&file, end, format!("bad Query event: {e}")))?;
+                match classify_query(&q.query()) {
+                    QueryKind::Begin => {
+                        in_tx = true;
+                        false
+                    }
+                    _ => true,
+                }
+            }
+            _ => false,
+        };
+        if commit {
+            if header.timestamp() as u64 >= target {
+                return Ok(tx_start);
+            }
+            in_tx = false;
+            tx_start = BinlogPosition {
+                file: file.clone(),
+                pos: end,
+            };
+        }
+        if end > 0
+            && (BinlogPosition {
+                file: file.clone(),
+                pos: end,
+            }) >= *head
+        {
+            return Ok(head.clone());
+        }
+    }
+}
+
+/// Classifies what ended a binlog stream.
+pub fn stream_error(e: ServerFailure, at: &BinlogPosition) -> Error {
+    match e {
+        ServerFailure::Server { code: 1236, message } => Error::Position(format!(
+            "the server cannot send the binlog from {at}: {message}; if binlog {} was purged, restore it from a backup and replay it with source.binlog_dir, or start over from an existing position on an empty lake",
+            at.file
         )),
-        mysql_async::Error::Server(s) if s.code == 1227 || s.code == 1045 => Error::Preflight(format!(
-            "the server refused the binlog dump: {}; GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO the sluice user",
-            s.message
+        ServerFailure::Server { code, message } if code == 1227 || code == 1045 => Error::Preflight(format!(
+            "the server refused the binlog dump: {message}; GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO the sluice user"
         )),
-        _ => Error::Connection(format!("binlog stream at {at}: {e}")),
+        ServerFailure::Server { code, message } => {
+            Error::Connection(format!("binlog stream at {at}: {message} ({code})"))
+        }
+        ServerFailure::Io(message) => Error::Connection(format!("binlog stream at {at}: {message}")),
+        ServerFailure::Corrupt(message) => Error::decode(&at.file, at.pos, message),
     }
 }
 

@@ -457,7 +457,7 @@ impl Sluice {
             .join(", ");
         format!(
             "[source]\n\
-             url = \"{url}\"\n\
+             {url}\
              server_id = {server_id}\n\
              start = {start}\n\
              {extra_source}\n\
@@ -476,7 +476,12 @@ impl Sluice {
              interval = \"{interval}\"\n\
              {extra_flush}\n\
              {extra}\n",
-            url = self.url,
+            // An empty url leaves it out (offline replay from binlog_dir alone).
+            url = if self.url.is_empty() {
+                String::new()
+            } else {
+                format!("url = \"{}\"\n", self.url)
+            },
             server_id = self.server_id,
             start = self.start,
             extra_source = self.extra_source,

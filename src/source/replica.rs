@@ -1,0 +1,320 @@
+//! Our own replication connection for MariaDB.
+//!
+//! mysql_async cannot send COM_BINLOG_DUMP with flag 2
+//! (BINLOG_SEND_ANNOTATE_ROWS_EVENT), and without it MariaDB never sends the
+//! Annotate_rows events that carry the originating SQL. So the dump
+//! connection speaks the protocol itself, built from mysql_common's packet
+//! types: handshake, native-password authentication, a few `SET`s, register,
+//! dump. A reader task then moves event packets into a bounded channel, so
+//! the network read overlaps the decoding.
+
+use bytes::BytesMut;
+use mysql_common::constants::CapabilityFlags;
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{
+    AuthPlugin, AuthSwitchRequest, BinlogDumpFlags, ComBinlogDump, ComRegisterSlave,
+    HandshakePacket, HandshakeResponse, ServerError,
+};
+use mysql_common::proto::codec::PacketCodec;
+use mysql_common::proto::MySerialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::config::SourceConfig;
+use crate::config::PASSWORD_ENV;
+use crate::error::{Error, Result};
+
+/// MariaDB's `BINLOG_SEND_ANNOTATE_ROWS_EVENT` dump flag.
+const SEND_ANNOTATE_ROWS: u16 = 2;
+/// How many event packets the reader may run ahead of the decoder.
+const READ_AHEAD: usize = 256;
+
+/// What a reader hands over: one event as the server sends it — a status
+/// byte (0), then header, body and checksum — or the failure that ended the
+/// stream. The status byte stays so that no event is copied to drop it.
+pub type Packet = std::result::Result<Vec<u8>, ServerFailure>;
+
+/// What ended a binlog stream.
+#[derive(Debug, Clone)]
+pub enum ServerFailure {
+    /// An error packet from the server.
+    Server { code: u16, message: String },
+    /// A broken connection (or an unreadable binlog file).
+    Io(String),
+    /// Bytes that are not a valid event.
+    Corrupt(String),
+}
+
+pub struct Replica {
+    stream: TcpStream,
+    codec: PacketCodec,
+    buf: BytesMut,
+    capabilities: CapabilityFlags,
+}
+
+impl Replica {
+    /// Connects and authenticates.
+    pub async fn connect(cfg: &SourceConfig) -> Result<Replica> {
+        let addr = format!("{}:{}", cfg.host, cfg.port);
+        let stream = tokio::time::timeout(cfg.connect_timeout, TcpStream::connect(&addr))
+            .await
+            .map_err(|_| {
+                Error::Connection(format!(
+                    "cannot reach {addr} within {:?}; check source.url and that the server is up",
+                    cfg.connect_timeout
+                ))
+            })?
+            .map_err(|e| {
+                Error::Connection(format!(
+                    "cannot connect to {addr}: {e}; check source.url and that the server is up"
+                ))
+            })?;
+        stream.set_nodelay(true).ok();
+        let mut replica = Replica {
+            stream,
+            codec: PacketCodec::default(),
+            buf: BytesMut::with_capacity(64 * 1024),
+            capabilities: CapabilityFlags::empty(),
+        };
+        tokio::time::timeout(cfg.connect_timeout, replica.handshake(cfg))
+            .await
+            .map_err(|_| {
+                Error::Connection(format!(
+                    "{addr} did not finish the handshake within {:?}",
+                    cfg.connect_timeout
+                ))
+            })??;
+        Ok(replica)
+    }
+
+    async fn handshake(&mut self, cfg: &SourceConfig) -> Result<()> {
+        let hello = self.read_packet().await.map_err(io_error)?;
+        if hello.first() == Some(&0xFF) {
+            let (code, message) = server_error(&hello);
+            return Err(Error::Connection(format!(
+                "{}:{} refused the connection: {message} ({code})",
+                cfg.host, cfg.port
+            )));
+        }
+        let handshake: HandshakePacket<'_> = ParseBuf(&hello)
+            .parse(())
+            .map_err(|e| Error::Connection(format!("bad handshake from the server: {e}")))?;
+        let nonce = handshake.nonce();
+        let plugin = handshake
+            .auth_plugin()
+            .map(|p| p.into_owned())
+            .unwrap_or(AuthPlugin::MysqlNativePassword);
+        let wanted = CapabilityFlags::CLIENT_PROTOCOL_41
+            | CapabilityFlags::CLIENT_SECURE_CONNECTION
+            | CapabilityFlags::CLIENT_LONG_PASSWORD
+            | CapabilityFlags::CLIENT_TRANSACTIONS
+            | CapabilityFlags::CLIENT_MULTI_RESULTS
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+            | CapabilityFlags::CLIENT_LONG_FLAG;
+        self.capabilities = wanted & handshake.capabilities();
+        let password = cfg.password.as_deref();
+        let data = plugin.gen_data(password, &nonce);
+        let mut scramble = Vec::new();
+        if let Some(d) = &data {
+            d.serialize(&mut scramble);
+        }
+        let response = HandshakeResponse::new(
+            Some(scramble),
+            handshake.server_version_parsed().unwrap_or((10, 0, 0)),
+            Some(cfg.user.as_bytes()),
+            None::<&[u8]>,
+            Some(plugin.clone()),
+            self.capabilities,
+            None,
+            16 * 1024 * 1024,
+        );
+        let mut payload = Vec::new();
+        response.serialize(&mut payload);
+        // The response continues the server's greeting: sequence id 1.
+        self.write_packet(&payload, true).await?;
+        let mut reply = self.read_packet().await.map_err(io_error)?;
+        if reply.first() == Some(&0xFE) {
+            // Auth switch: answer the plugin the server asks for.
+            let switch: AuthSwitchRequest<'_> = ParseBuf(&reply)
+                .parse(())
+                .map_err(|e| Error::Connection(format!("bad auth switch request: {e}")))?;
+            let plugin = switch.auth_plugin().clone().into_owned();
+            let nonce = switch.plugin_data();
+            let nonce = nonce.strip_suffix(&[0]).unwrap_or(nonce).to_vec();
+            if !matches!(
+                plugin,
+                AuthPlugin::MysqlNativePassword | AuthPlugin::MysqlClearPassword
+            ) {
+                return Err(self.unsupported_plugin(cfg, &plugin));
+            }
+            let mut answer = Vec::new();
+            if let Some(d) = plugin.gen_data(password, &nonce) {
+                d.serialize(&mut answer);
+            }
+            self.write_packet(&answer, true).await?;
+            reply = self.read_packet().await.map_err(io_error)?;
+        }
+        match reply.first() {
+            Some(0x00) => Ok(()),
+            Some(0xFF) => {
+                let (code, message) = server_error(&reply);
+                if code == 1045 || code == 1698 {
+                    Err(Error::Preflight(format!(
+                        "authentication failed for user `{}` at {}:{} ({message}); check the user in source.url and the password in {PASSWORD_ENV} or source.password_file",
+                        cfg.user, cfg.host, cfg.port
+                    )))
+                } else {
+                    Err(Error::Connection(format!(
+                        "{}:{} refused the replication login: {message} ({code})",
+                        cfg.host, cfg.port
+                    )))
+                }
+            }
+            _ => Err(self.unsupported_plugin(cfg, &plugin)),
+        }
+    }
+
+    fn unsupported_plugin(&self, cfg: &SourceConfig, plugin: &AuthPlugin<'_>) -> Error {
+        Error::Preflight(format!(
+            "user `{}` authenticates with {}, which sluice's replication connection does not speak; use mysql_native_password for the sluice user (ALTER USER ... IDENTIFIED VIA mysql_native_password USING PASSWORD('...'))",
+            cfg.user,
+            String::from_utf8_lossy(plugin.as_bytes())
+        ))
+    }
+
+    /// Runs a statement that returns no rows (`SET ...`).
+    pub async fn execute(&mut self, sql: &str) -> Result<()> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(0x03); // COM_QUERY
+        payload.extend_from_slice(sql.as_bytes());
+        self.write_packet(&payload, false).await?;
+        let reply = self.read_packet().await.map_err(io_error)?;
+        match reply.first() {
+            Some(0x00) => Ok(()),
+            Some(0xFF) => {
+                let (code, message) = server_error(&reply);
+                Err(Error::Connection(format!(
+                    "`{sql}` failed: {message} ({code})"
+                )))
+            }
+            _ => Err(Error::Connection(format!(
+                "`{sql}` returned rows; expected a plain OK"
+            ))),
+        }
+    }
+
+    /// COM_REGISTER_SLAVE, so the server lists us in SHOW SLAVE HOSTS.
+    pub async fn register(&mut self, server_id: u32) -> Result<()> {
+        let mut payload = Vec::new();
+        ComRegisterSlave::new(server_id).serialize(&mut payload);
+        self.write_packet(&payload, false).await?;
+        let reply = self.read_packet().await.map_err(io_error)?;
+        match reply.first() {
+            Some(0x00) => Ok(()),
+            _ => {
+                let (code, message) = server_error(&reply);
+                Err(Error::Connection(format!(
+                    "registering as replica {server_id} failed: {message} ({code})"
+                )))
+            }
+        }
+    }
+
+    /// Sends COM_BINLOG_DUMP (asking for Annotate_rows events) and hands the
+    /// connection to a reader task. An empty `file` with
+    /// `@slave_connect_state` set starts from a GTID state.
+    pub async fn dump(
+        mut self,
+        server_id: u32,
+        file: &str,
+        pos: u64,
+    ) -> Result<mpsc::Receiver<Packet>> {
+        let mut payload = Vec::new();
+        ComBinlogDump::new(server_id)
+            .with_pos(u32::try_from(pos).unwrap_or(u32::MAX))
+            .with_flags(BinlogDumpFlags::from_bits_retain(SEND_ANNOTATE_ROWS))
+            .with_filename(file.as_bytes())
+            .serialize(&mut payload);
+        self.write_packet(&payload, false).await?;
+        let (tx, rx) = mpsc::channel(READ_AHEAD);
+        tokio::spawn(self.read_events(tx));
+        Ok(rx)
+    }
+
+    async fn read_events(mut self, tx: mpsc::Sender<Packet>) {
+        loop {
+            let packet = match self.read_packet().await {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = tx.send(Err(ServerFailure::Io(e.to_string()))).await;
+                    return;
+                }
+            };
+            let item = match packet.first() {
+                Some(0x00) => Ok(packet),
+                Some(0xFF) => {
+                    let (code, message) = server_error(&packet);
+                    Err(ServerFailure::Server { code, message })
+                }
+                // EOF: the server ended the dump.
+                _ => return,
+            };
+            let failed = item.is_err();
+            if tx.send(item).await.is_err() || failed {
+                return;
+            }
+        }
+    }
+
+    async fn write_packet(&mut self, payload: &[u8], continue_seq: bool) -> Result<()> {
+        if !continue_seq {
+            self.codec.reset_seq_id();
+        }
+        let mut out = BytesMut::with_capacity(payload.len() + 4);
+        self.codec
+            .encode(&mut &payload[..], &mut out)
+            .map_err(|e| Error::Connection(format!("cannot frame a packet: {e}")))?;
+        self.stream
+            .write_all(&out)
+            .await
+            .map_err(|e| Error::Connection(format!("write to the server failed: {e}")))
+    }
+
+    async fn read_packet(&mut self) -> std::io::Result<Vec<u8>> {
+        loop {
+            let mut packet = Vec::new();
+            if self
+                .codec
+                .decode(&mut self.buf, &mut packet)
+                .map_err(std::io::Error::other)?
+            {
+                return Ok(packet);
+            }
+            self.buf.reserve(64 * 1024);
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection",
+                ));
+            }
+        }
+    }
+}
+
+fn io_error(e: std::io::Error) -> Error {
+    Error::Connection(format!("replication connection: {e}"))
+}
+
+/// Code and message of an ERR packet.
+fn server_error(packet: &[u8]) -> (u16, String) {
+    if packet.len() < 3 {
+        return (0, "malformed error packet".into());
+    }
+    let code = u16::from_le_bytes([packet[1], packet[2]]);
+    match ParseBuf(&packet[3..]).parse::<ServerError<'_>>((code, true)) {
+        Ok(e) => (code, e.message_str().into_owned()),
+        Err(_) => (code, String::from_utf8_lossy(&packet[3..]).into_owned()),
+    }
+}
