@@ -4,6 +4,8 @@
 
 pub mod json;
 pub mod rows;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod values;
 
 use values::le_uint;
