@@ -2,8 +2,13 @@
 //! MySQL documents (`libs/mysql/binlog/event/binlog_event.h`,
 //! `rows_event.h`, `control_events.h`), for events no server here produces.
 
+use std::sync::Arc;
+
 use mysql_common::binlog::consts::{BinlogChecksumAlg, BinlogVersion};
 use mysql_common::binlog::events::{BinlogEventFooter, Event, FormatDescriptionEvent};
+
+use crate::batch::RowOrigin;
+use crate::schema::{types, ColumnDef, TableSchema};
 
 /// A packed integer (`net_store_length`).
 pub fn lenenc(n: u64, out: &mut Vec<u8>) {
@@ -142,6 +147,37 @@ pub fn rows_v2_header(
         b.extend(after);
     }
     b
+}
+
+/// `shop.items` with the given `(name, MySQL type)` columns; the first is
+/// the primary key, text columns are utf8mb4.
+pub fn table_schema(columns: &[(&str, &str)]) -> Arc<TableSchema> {
+    let columns = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (name, ty))| {
+            let charset = types::is_textual(ty).then(|| "utf8mb4".to_string());
+            ColumnDef::new(*name, *ty, charset, i > 0, i == 0).unwrap()
+        })
+        .collect();
+    Arc::new(TableSchema {
+        database: "shop".into(),
+        name: "items".into(),
+        version: 1,
+        columns,
+        charset: None,
+    })
+}
+
+pub fn origin() -> RowOrigin<'static> {
+    RowOrigin {
+        tx_seq: 1,
+        file: "binlog.000001",
+        pos: 4,
+        gtid: None,
+        timestamp: 1_700_000_000,
+        sql: None,
+    }
 }
 
 pub fn hex(s: &str) -> Vec<u8> {
