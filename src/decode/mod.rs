@@ -1,9 +1,13 @@
 //! Binlog events to row changes: event classification, transaction
 //! boundaries, GTIDs, and the rows decoder ([`rows`]) that writes straight
-//! into Arrow builders.
+//! into Arrow builders. MySQL 8 only: compressed transactions ([`payload`])
+//! and partial JSON updates ([`rows`], [`json`]).
 
 pub mod json;
+pub mod payload;
 pub mod rows;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod values;
 
 use values::le_uint;

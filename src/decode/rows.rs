@@ -1,11 +1,13 @@
-//! Rows events (WRITE/UPDATE/DELETE, v1 and v2) decoded straight into a
-//! table's Arrow builders.
+//! Rows events (WRITE/UPDATE/DELETE, v1 and v2, and MySQL 8's
+//! PARTIAL_UPDATE_ROWS) decoded straight into a table's Arrow builders.
 //!
 //! This is the hot path: every cell is read from the event bytes and appended
 //! to its builder with no heap value in between and no dynamic dispatch (a
-//! `match` on the column's [`Codec`], fixed when the TABLE_MAP arrives).
+//! `match` on the column's [`Codec`], fixed when the TABLE_MAP arrives). JSON
+//! cells are printed into one text buffer reused for the whole event.
 //! Layout: <https://dev.mysql.com/doc/dev/mysql-server/latest/classmysql_1_1binlog_1_1event_1_1Rows__event.html>
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use mysql_common::binlog::events::TableMapEvent;
@@ -260,6 +262,29 @@ pub enum RowsKind {
     Write,
     Update,
     Delete,
+    /// MySQL 8's PARTIAL_UPDATE_ROWS (`binlog_row_value_options=PARTIAL_JSON`):
+    /// an update whose after image may log JSON columns as diffs against the
+    /// before image. Decoded rows are ordinary updates with full values.
+    PartialUpdate,
+}
+
+impl RowsKind {
+    /// The kind of a rows event type code and the post-header length its
+    /// version has (8 for v1, 10 for v2 and PARTIAL_UPDATE_ROWS); `None` for
+    /// other events.
+    pub fn of_event_type(event_type: u8) -> Option<(RowsKind, usize)> {
+        use super::event_type as et;
+        Some(match event_type {
+            et::WRITE_ROWS_V1 => (RowsKind::Write, 8),
+            et::UPDATE_ROWS_V1 => (RowsKind::Update, 8),
+            et::DELETE_ROWS_V1 => (RowsKind::Delete, 8),
+            et::WRITE_ROWS_V2 => (RowsKind::Write, 10),
+            et::UPDATE_ROWS_V2 => (RowsKind::Update, 10),
+            et::DELETE_ROWS_V2 => (RowsKind::Delete, 10),
+            et::PARTIAL_UPDATE_ROWS => (RowsKind::PartialUpdate, 10),
+            _ => return None,
+        })
+    }
 }
 
 /// Counters the decoder keeps for the operator.
@@ -341,32 +366,94 @@ pub fn decode_rows(
     }
     let bitmap_len = ncols.div_ceil(8);
     let present_before = r.take(bitmap_len)?;
-    let present_after = if kind == RowsKind::Update {
+    let present_after = if matches!(kind, RowsKind::Update | RowsKind::PartialUpdate) {
         r.take(bitmap_len)?
     } else {
         present_before
     };
+    // JSON cells are printed here, one buffer for the whole event.
+    let mut text = String::new();
+    // Where each JSON value of the current before image is, for partial updates.
+    let mut json_before: Vec<Option<Range<usize>>> = match kind {
+        RowsKind::PartialUpdate => vec![None; ncols],
+        _ => Vec::new(),
+    };
     let mut rows = 0;
     while r.pos < body.len() {
         let start = r.pos;
+        let mut rebuilt = 0;
         match kind {
             RowsKind::Write => {
-                read_image(plan, &mut r, present_after, &mut buffer.columns, stats)?;
+                read_image::<false>(
+                    plan,
+                    &mut r,
+                    present_after,
+                    &mut buffer.columns,
+                    stats,
+                    &mut text,
+                    &mut [],
+                )?;
             }
             RowsKind::Delete => {
-                read_image(plan, &mut r, present_before, &mut buffer.columns, stats)?;
+                read_image::<false>(
+                    plan,
+                    &mut r,
+                    present_before,
+                    &mut buffer.columns,
+                    stats,
+                    &mut text,
+                    &mut [],
+                )?;
             }
             RowsKind::Update => {
-                read_image(plan, &mut r, present_before, &mut buffer.before, stats)?;
-                read_image(plan, &mut r, present_after, &mut buffer.columns, stats)?;
+                read_image::<false>(
+                    plan,
+                    &mut r,
+                    present_before,
+                    &mut buffer.before,
+                    stats,
+                    &mut text,
+                    &mut [],
+                )?;
+                read_image::<false>(
+                    plan,
+                    &mut r,
+                    present_after,
+                    &mut buffer.columns,
+                    stats,
+                    &mut text,
+                    &mut [],
+                )?;
+            }
+            RowsKind::PartialUpdate => {
+                read_image::<true>(
+                    plan,
+                    &mut r,
+                    present_before,
+                    &mut buffer.before,
+                    stats,
+                    &mut text,
+                    &mut json_before,
+                )?;
+                let partial = read_shared_image(plan, &mut r)?;
+                rebuilt = read_partial_after_image(
+                    plan,
+                    &mut r,
+                    present_after,
+                    partial,
+                    &json_before,
+                    &mut buffer.columns,
+                    stats,
+                    &mut text,
+                )?;
             }
         }
         let op = match kind {
             RowsKind::Write => RowOp::Insert,
-            RowsKind::Update => RowOp::Update,
+            RowsKind::Update | RowsKind::PartialUpdate => RowOp::Update,
             RowsKind::Delete => RowOp::Delete,
         };
-        buffer.finish_row(op, *next_seq, origin, r.pos - start);
+        buffer.finish_row(op, *next_seq, origin, r.pos - start + rebuilt);
         *next_seq += 1;
         rows += 1;
     }
@@ -374,18 +461,28 @@ pub fn decode_rows(
 }
 
 /// One row image: a null bitmap over the present columns, then their values.
-fn read_image(
+/// With `KEEP_JSON` (the before image of a partial update) it also records in
+/// `json_at` where each JSON column's binary value lies in the event body,
+/// `None` when the column is absent or NULL; ordinary events pass `false`
+/// and pay nothing for it.
+#[inline]
+fn read_image<const KEEP_JSON: bool>(
     plan: &TablePlan,
     r: &mut Reader<'_>,
     present: &[u8],
     out: &mut [ColumnBuilder],
     stats: &mut DecodeStats,
+    text: &mut String,
+    json_at: &mut [Option<Range<usize>>],
 ) -> Result<(), String> {
     let ncols = plan.codecs.len();
     let present_count = (0..ncols).filter(|i| bit(present, *i)).count();
     let nulls = r.take(present_count.div_ceil(8))?;
     let mut k = 0;
     for (i, (codec, builder)) in plan.codecs.iter().zip(out.iter_mut()).enumerate() {
+        if KEEP_JSON {
+            json_at[i] = None;
+        }
         if !bit(present, i) {
             builder.append_null();
             continue;
@@ -396,10 +493,105 @@ fn read_image(
             builder.append_null();
             continue;
         }
-        read_value(codec, r, builder, stats)
+        let at = r.pos;
+        read_value(codec, r, builder, stats, text)
             .map_err(|e| format!("column `{}`: {e}", plan.schema.columns[i].name))?;
+        if KEEP_JSON {
+            if let Codec::Json { len_bytes } = codec {
+                json_at[i] = Some(at + len_bytes..r.pos);
+            }
+        }
     }
     Ok(())
+}
+
+/// The shared image between the before and after image of a partial update
+/// row: `value_options` (a packed integer; bit 1 is PARTIAL_JSON_UPDATES)
+/// and, when that bit is set, one bit per JSON column of the table, set when
+/// the after image logs that column as diffs (`sql/rpl_record.h`). Returns
+/// those bits.
+fn read_shared_image<'a>(plan: &TablePlan, r: &mut Reader<'a>) -> Result<Option<&'a [u8]>, String> {
+    const PARTIAL_JSON_UPDATES: u64 = 1;
+    let value_options = r.lenenc()?;
+    if value_options & !PARTIAL_JSON_UPDATES != 0 {
+        return Err(format!(
+            "partial update row with unknown value options {value_options:#x}"
+        ));
+    }
+    if value_options & PARTIAL_JSON_UPDATES == 0 {
+        return Ok(None);
+    }
+    let json_columns = plan
+        .codecs
+        .iter()
+        .filter(|c| matches!(c, Codec::Json { .. }))
+        .count();
+    Ok(Some(r.take(json_columns.div_ceil(8))?))
+}
+
+/// The after image of a partial update row. A JSON column whose partial bit
+/// is set holds a `Json_diff_vector` (4-byte length, then the diffs) that is
+/// applied to the same column's before image, so the builder receives the
+/// same text a full image would have given. A partial column whose before
+/// image is NULL or absent has nothing to apply the diffs to: that is an
+/// error (MySQL itself only logs diffs against an existing JSON document).
+/// Returns the bytes of JSON text rebuilt, for the memory estimate.
+#[allow(clippy::too_many_arguments)]
+fn read_partial_after_image(
+    plan: &TablePlan,
+    r: &mut Reader<'_>,
+    present: &[u8],
+    partial: Option<&[u8]>,
+    json_before: &[Option<Range<usize>>],
+    out: &mut [ColumnBuilder],
+    stats: &mut DecodeStats,
+    text: &mut String,
+) -> Result<usize, String> {
+    let ncols = plan.codecs.len();
+    let present_count = (0..ncols).filter(|i| bit(present, *i)).count();
+    let nulls = r.take(present_count.div_ceil(8))?;
+    let mut k = 0;
+    let mut json_index = 0;
+    let mut rebuilt = 0;
+    for (i, (codec, builder)) in plan.codecs.iter().zip(out.iter_mut()).enumerate() {
+        let is_partial = match (codec, partial) {
+            (Codec::Json { .. }, Some(bits)) => {
+                json_index += 1;
+                bit(bits, json_index - 1)
+            }
+            _ => false,
+        };
+        if !bit(present, i) {
+            builder.append_null();
+            continue;
+        }
+        let is_null = bit(nulls, k);
+        k += 1;
+        if is_null {
+            builder.append_null();
+            continue;
+        }
+        let name = &plan.schema.columns[i].name;
+        if !is_partial {
+            read_value(codec, r, builder, stats, text)
+                .map_err(|e| format!("column `{name}`: {e}"))?;
+            continue;
+        }
+        let len = le_uint(r.take(4)?) as usize;
+        let diffs = r.take(len)?;
+        let base = json_before[i].clone().ok_or_else(|| {
+            format!(
+                "column `{name}`: the after image has JSON diffs but the before image has no value \
+                 to apply them to (NULL or not logged)"
+            )
+        })?;
+        text.clear();
+        super::json::apply_json_diffs(&r.data[base], diffs, text)
+            .map_err(|e| format!("column `{name}`: {e}"))?;
+        builder.append_str(text);
+        rebuilt += text.len();
+    }
+    Ok(rebuilt)
 }
 
 #[inline]
@@ -408,6 +600,7 @@ fn read_value(
     r: &mut Reader<'_>,
     b: &mut ColumnBuilder,
     stats: &mut DecodeStats,
+    text: &mut String,
 ) -> Result<(), String> {
     match codec {
         Codec::Int { bytes, unsigned } => {
@@ -486,8 +679,9 @@ fn read_value(
         }
         Codec::Json { len_bytes } => {
             let len = le_uint(r.take(*len_bytes)?) as usize;
-            let text = super::json::binary_json_to_text(r.take(len)?)?;
-            b.append_str(&text);
+            text.clear();
+            super::json::write_binary_json(r.take(len)?, text)?;
+            b.append_str(text);
         }
     }
     Ok(())
@@ -513,4 +707,300 @@ fn append_bytes(b: &mut ColumnBuilder, bytes: &[u8], target: Bytes) -> Result<()
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Array, Int32Array, RecordBatch, StringArray, StructArray};
+    use mysql_common::binlog::events::{Event, TableMapEvent};
+
+    use super::*;
+    use crate::decode::event_type;
+    use crate::decode::testing::jsonb::{self as jb, V};
+    use crate::decode::testing::*;
+
+    const TABLE_ID: u64 = 0x2A;
+
+    /// `shop.items (id INT, doc JSON, meta JSON, note VARCHAR(20) utf8mb4)`.
+    fn table_map() -> Event {
+        let body = table_map_body(
+            TABLE_ID,
+            "shop",
+            "items",
+            &[(3, &[]), (245, &[4]), (245, &[4]), (15, &[80, 0])],
+            &[false, true, true, true],
+        );
+        read_event(&event_bytes(event_type::TABLE_MAP, 0, &body, false), false)
+    }
+
+    fn plan() -> TablePlan {
+        let tm = table_map();
+        let tme: TableMapEvent<'_> = tm.read_event().unwrap();
+        let schema = table_schema(&[
+            ("id", "int"),
+            ("doc", "json"),
+            ("meta", "json"),
+            ("note", "varchar(20)"),
+        ]);
+        TablePlan::new(schema, &tme).unwrap()
+    }
+
+    /// One image of the four columns; `None` is NULL. JSON cells are given
+    /// as their bytes after the 4-byte length (a document or a diff vector).
+    fn image(id: i32, doc: Option<&[u8]>, meta: Option<&[u8]>, note: Option<&str>) -> Vec<u8> {
+        let mut nulls = 0u8;
+        let mut values = id.to_le_bytes().to_vec();
+        for (i, cell) in [doc, meta].into_iter().enumerate() {
+            match cell {
+                Some(bytes) => {
+                    values.extend((bytes.len() as u32).to_le_bytes());
+                    values.extend(bytes);
+                }
+                None => nulls |= 1 << (i + 1),
+            }
+        }
+        match note {
+            Some(s) => {
+                values.push(s.len() as u8);
+                values.extend(s.as_bytes());
+            }
+            None => nulls |= 1 << 3,
+        }
+        let mut b = vec![nulls];
+        b.extend(values);
+        b
+    }
+
+    fn diffs(list: &[(u8, &str, Option<V>)]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for (op, path, value) in list {
+            jb::diff(*op, path, value.as_ref(), &mut b);
+        }
+        b
+    }
+
+    fn decode(plan: &TablePlan, kind: RowsKind, body: &[u8]) -> Result<RecordBatch, String> {
+        let mut buffer = TableBuffer::new(Arc::clone(&plan.schema));
+        let mut seq = 1;
+        decode_rows(
+            plan,
+            kind,
+            body,
+            10,
+            &mut buffer,
+            &origin(),
+            &mut seq,
+            &mut DecodeStats::default(),
+        )?;
+        Ok(buffer.finish().unwrap())
+    }
+
+    fn strings(batch: &RecordBatch, column: &str) -> Vec<Option<String>> {
+        let a = batch.column_by_name(column).unwrap();
+        let a = a.as_any().downcast_ref::<StringArray>().unwrap();
+        a.iter().map(|v| v.map(str::to_string)).collect()
+    }
+
+    fn before_strings(batch: &RecordBatch, column: &str) -> Vec<Option<String>> {
+        let before = batch.column_by_name("_before").unwrap();
+        let before = before.as_any().downcast_ref::<StructArray>().unwrap();
+        let a = before.column_by_name(column).unwrap();
+        let a = a.as_any().downcast_ref::<StringArray>().unwrap();
+        a.iter().map(|v| v.map(str::to_string)).collect()
+    }
+
+    fn text(v: &V) -> Option<String> {
+        Some(crate::decode::json::binary_json_to_text(&v.doc()).unwrap())
+    }
+
+    const REPLACE: u8 = 0;
+    const INSERT: u8 = 1;
+    const REMOVE: u8 = 2;
+
+    /// A document and what each partial update below makes of it.
+    fn before_doc() -> V {
+        jb::object(&[
+            (
+                "a",
+                jb::object(&[(
+                    "b",
+                    jb::array(&[jb::i16(0), jb::i16(1), jb::i16(2), jb::i16(3)]),
+                )]),
+            ),
+            ("old", jb::bool(true)),
+            ("tags", jb::array(&[jb::string("x")])),
+            ("key with space", jb::i16(1)),
+        ])
+    }
+
+    fn after_doc() -> V {
+        jb::object(&[
+            (
+                "a",
+                jb::object(&[(
+                    "b",
+                    jb::array(&[jb::i16(0), jb::i16(1), jb::i16(2), jb::string("three")]),
+                )]),
+            ),
+            ("n", jb::f64(1.5)),
+            ("tags", jb::array(&[jb::string("w"), jb::string("x")])),
+            ("key with space", jb::i16(2)),
+        ])
+    }
+
+    #[test]
+    fn partial_json_updates_rebuild_the_full_document() {
+        let plan = plan();
+        let meta_before = jb::array(&[jb::i16(1)]).doc();
+        let meta_after = jb::array(&[jb::i16(1), jb::i16(2)]).doc();
+        let doc_diffs = diffs(&[
+            (REPLACE, "$.a.b[3]", Some(jb::string("three"))),
+            (INSERT, "$.n", Some(jb::f64(1.5))),
+            (INSERT, "$.tags[0]", Some(jb::string("w"))),
+            (REMOVE, "$.old", None),
+            (REPLACE, r#"$."key with space""#, Some(jb::i16(2))),
+        ]);
+        let mut body = rows_v2_header(TABLE_ID, 4, &[0x0F], Some(&[0x0F]));
+        // Row 1: `doc` logged as diffs (partial bit 0 set), `meta` in full.
+        body.extend(image(
+            1,
+            Some(&before_doc().doc()),
+            Some(&meta_before),
+            Some("x"),
+        ));
+        body.extend([1, 0b01]);
+        body.extend(image(1, Some(&doc_diffs), Some(&meta_after), Some("y")));
+        // Row 2: `doc` marked partial but set to NULL: a NULL like any other.
+        body.extend(image(2, Some(&before_doc().doc()), None, None));
+        body.extend([1, 0b01]);
+        body.extend(image(2, None, None, None));
+        // Row 3: value_options 0, no partial bits: full after image.
+        body.extend(image(3, Some(&meta_before), None, Some("z")));
+        body.push(0);
+        body.extend(image(3, Some(&meta_after), Some(&meta_before), Some("z")));
+
+        let batch = decode(&plan, RowsKind::PartialUpdate, &body).unwrap();
+        assert_eq!(batch.num_rows(), 3);
+        let ids = batch.column_by_name("id").unwrap();
+        let ids = ids.as_any().downcast_ref::<Int32Array>().unwrap();
+        assert_eq!(ids.values().to_vec(), vec![1, 2, 3]);
+        let doc = strings(&batch, "doc");
+        // Exactly the text the full after image would have given.
+        assert_eq!(doc[0], text(&after_doc()));
+        assert_eq!(
+            doc[0].as_deref(),
+            Some(
+                r#"{"a": {"b": [0, 1, 2, "three"]}, "n": 1.5, "tags": ["w", "x"], "key with space": 2}"#
+            )
+        );
+        assert_eq!(doc[1], None);
+        assert_eq!(doc[2].as_deref(), Some("[1, 2]"));
+        assert_eq!(
+            strings(&batch, "meta"),
+            vec![Some("[1, 2]".into()), None, Some("[1]".into())]
+        );
+        assert_eq!(
+            strings(&batch, "note"),
+            vec![Some("y".into()), None, Some("z".into())]
+        );
+        let before = before_strings(&batch, "doc");
+        assert_eq!(before[0], text(&before_doc()));
+        assert_eq!(before[2].as_deref(), Some("[1]"));
+        assert_eq!(before_strings(&batch, "meta")[0].as_deref(), Some("[1]"));
+    }
+
+    #[test]
+    fn partial_update_of_a_null_before_image_is_an_error() {
+        let plan = plan();
+        let mut body = rows_v2_header(TABLE_ID, 4, &[0x0F], Some(&[0x0F]));
+        body.extend(image(1, None, None, None));
+        body.extend([1, 0b01]);
+        let d = diffs(&[(INSERT, "$.a", Some(jb::i16(1)))]);
+        body.extend(image(1, Some(&d), None, None));
+        let err = decode(&plan, RowsKind::PartialUpdate, &body).unwrap_err();
+        assert!(err.contains("column `doc`"), "{err}");
+        assert!(err.contains("before image has no value"), "{err}");
+    }
+
+    #[test]
+    fn a_diff_mysql_would_reject_is_an_error_naming_the_column() {
+        let plan = plan();
+        let mut body = rows_v2_header(TABLE_ID, 4, &[0x0F], Some(&[0x0F]));
+        body.extend(image(1, Some(&before_doc().doc()), None, None));
+        body.extend([1, 0b01]);
+        let d = diffs(&[(REMOVE, "$.missing", None)]);
+        body.extend(image(1, Some(&d), None, None));
+        let err = decode(&plan, RowsKind::PartialUpdate, &body).unwrap_err();
+        assert!(
+            err.contains("column `doc`") && err.contains("$.missing"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_value_options_are_refused() {
+        let plan = plan();
+        let mut body = rows_v2_header(TABLE_ID, 4, &[0x0F], Some(&[0x0F]));
+        body.extend(image(1, None, None, None));
+        body.extend([2]);
+        body.extend(image(1, None, None, None));
+        let err = decode(&plan, RowsKind::PartialUpdate, &body).unwrap_err();
+        assert!(err.contains("value options"), "{err}");
+    }
+
+    #[test]
+    fn full_json_images_print_each_cell_on_its_own() {
+        // Two JSON cells per image share one text buffer: none may leak into the next.
+        let plan = plan();
+        let a = jb::object(&[("k", jb::string("long value"))]).doc();
+        let b = jb::array(&[]).doc();
+        let mut body = rows_v2_header(TABLE_ID, 4, &[0x0F], Some(&[0x0F]));
+        body.extend(image(7, Some(&a), Some(&b), Some("n")));
+        body.extend(image(7, Some(&b), Some(&a), Some("n")));
+        let batch = decode(&plan, RowsKind::Update, &body).unwrap();
+        assert_eq!(strings(&batch, "doc"), vec![Some("[]".into())]);
+        assert_eq!(
+            strings(&batch, "meta"),
+            vec![Some(r#"{"k": "long value"}"#.into())]
+        );
+        assert_eq!(
+            before_strings(&batch, "doc"),
+            vec![Some(r#"{"k": "long value"}"#.into())]
+        );
+        assert_eq!(before_strings(&batch, "meta"), vec![Some("[]".into())]);
+    }
+
+    #[test]
+    fn inserts_and_deletes_fill_the_table_columns() {
+        let plan = plan();
+        let doc = jb::array(&[jb::bool(true)]).doc();
+        for kind in [RowsKind::Write, RowsKind::Delete] {
+            let mut body = rows_v2_header(TABLE_ID, 4, &[0x0F], None);
+            body.extend(image(5, Some(&doc), None, Some("é")));
+            let batch = decode(&plan, kind, &body).unwrap();
+            assert_eq!(
+                strings(&batch, "doc"),
+                vec![Some("[true]".into())],
+                "{kind:?}"
+            );
+            assert_eq!(strings(&batch, "note"), vec![Some("é".into())], "{kind:?}");
+            assert!(
+                batch.column_by_name("_before").unwrap().is_null(0),
+                "{kind:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn event_types_map_to_kinds() {
+        assert_eq!(
+            RowsKind::of_event_type(event_type::PARTIAL_UPDATE_ROWS),
+            Some((RowsKind::PartialUpdate, 10))
+        );
+        assert_eq!(
+            RowsKind::of_event_type(event_type::UPDATE_ROWS_V1),
+            Some((RowsKind::Update, 8))
+        );
+        assert_eq!(RowsKind::of_event_type(event_type::XID), None);
+    }
 }

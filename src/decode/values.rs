@@ -22,6 +22,27 @@ pub fn le_uint(bytes: &[u8]) -> u64 {
         .fold(0u64, |acc, b| (acc << 8) | *b as u64)
 }
 
+/// A MySQL packed integer (`net_field_length`) at the front of `r`, which
+/// is advanced past it: one byte below 251, else 252, 253 or 254 followed by
+/// 2, 3 or 8 little-endian bytes. `None` when truncated or on the NULL
+/// marker 251 (never valid where this is used).
+pub fn packed_int(r: &mut &[u8]) -> Option<u64> {
+    let (&first, tail) = r.split_first()?;
+    let width = match first {
+        0..=250 => {
+            *r = tail;
+            return Some(first as u64);
+        }
+        252 => 2,
+        253 => 3,
+        254 => 8,
+        _ => return None,
+    };
+    let v = le_uint(tail.get(..width)?);
+    *r = &tail[width..];
+    Some(v)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
@@ -244,6 +265,39 @@ pub fn decimal256(bytes: &[u8], precision: u8, scale: u8) -> i256 {
     }
 }
 
+/// DECIMAL as the text MySQL's `decimal2string()` prints: a `-` for
+/// negative values, the integer digits without leading zeros (`0` when there
+/// are none), and exactly `scale` fraction digits. Any precision up to 65.
+/// `bytes` must hold [`decimal_size`] bytes.
+pub fn decimal_text(bytes: &[u8], precision: u8, scale: u8, out: &mut String) {
+    use std::fmt::Write as _;
+    let intg = (precision - scale) as usize;
+    if bytes[0] & 0x80 == 0 {
+        out.push('-');
+    }
+    let mut seen = 0;
+    let mut leading = true;
+    decimal_groups(bytes, precision, scale, |v, digits| {
+        if seen == intg {
+            if leading {
+                out.push('0');
+                leading = false;
+            }
+            out.push('.');
+        }
+        if seen >= intg || !leading {
+            let _ = write!(out, "{v:0digits$}");
+        } else if v != 0 {
+            let _ = write!(out, "{v}");
+            leading = false;
+        }
+        seen += digits;
+    });
+    if leading {
+        out.push('0');
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +320,25 @@ mod tests {
             *x ^= 0xFF;
         }
         assert_eq!(decimal128(&b, 10, 2), -123_456);
+    }
+
+    #[test]
+    fn decimal_text_has_the_exact_digits() {
+        let text = |bytes: &[u8], p, s| {
+            let mut out = String::new();
+            decimal_text(bytes, p, s, &mut out);
+            out
+        };
+        assert_eq!(text(&[0x80, 0x00, 0x04, 0xD2, 56], 10, 2), "1234.56");
+        assert_eq!(text(&[0x7F, 0xFF, 0xFB, 0x2D, !56], 10, 2), "-1234.56");
+        assert_eq!(text(&[0x80, 0, 0, 0, 0], 10, 2), "0.00");
+        assert_eq!(text(&[0x80, 0, 0, 0], 8, 0), "0");
+        // DECIMAL(18,9) 1.000000001: a 9-digit integer group whose leading
+        // zeros go, a fraction group whose leading zeros stay.
+        let mut b = 1u32.to_be_bytes().to_vec();
+        b[0] |= 0x80;
+        b.extend(1u32.to_be_bytes());
+        assert_eq!(text(&b[..], 18, 9), "1.000000001");
     }
 
     #[test]

@@ -1,0 +1,426 @@
+//! MySQL 8's TRANSACTION_PAYLOAD events (`binlog_transaction_compression=ON`,
+//! 8.0.20 and later): every event of a transaction but its GTID, compressed
+//! together into one event. [`expand_payload`] gives back the inner events.
+//!
+//! Layout (`Transaction_payload_event` in MySQL's
+//! `libs/mysql/binlog/event/control_events.h`): no post-header, then header
+//! fields as triples of packed integers (`net_field_length`) — a type code,
+//! the length of the value, the value — closed by the end mark 0:
+//!
+//! | code | field             | value                                |
+//! |------|-------------------|--------------------------------------|
+//! | 0    | end of the header | (no length, no value)                |
+//! | 1    | payload size      | bytes of the payload after the header |
+//! | 2    | compression type  | 0 = ZSTD, 255 = NONE                 |
+//! | 3    | uncompressed size | bytes of the decompressed payload    |
+//!
+//! Unknown codes are skipped by their length, as MySQL does. The
+//! decompressed payload is a plain sequence of events, each with the common
+//! 19-byte header and without a checksum (WL#3549), their `log_pos` 0: they
+//! have no position of their own in the binlog file.
+
+use std::io::Read;
+
+use mysql_common::binlog::consts::EventType;
+use mysql_common::binlog::events::{Event, TransactionPayloadReader};
+
+use super::event_type;
+use super::values::{le_uint, packed_int};
+
+/// Compression types (`mysql::binlog::event::compression::type`).
+const ZSTD: u64 = 0;
+const NONE: u64 = 255;
+
+/// Header field codes.
+const END_MARK: u64 = 0;
+const PAYLOAD_SIZE: u64 = 1;
+const COMPRESSION_TYPE: u64 = 2;
+const UNCOMPRESSED_SIZE: u64 = 3;
+
+/// The common header every event starts with.
+const EVENT_HEADER_LEN: usize = 19;
+
+/// The events a TRANSACTION_PAYLOAD event carries, in order (typically Query
+/// `BEGIN`, Rows_query, TABLE_MAP, rows events, XID).
+///
+/// They are parsed with the outer event's format description, checksums
+/// off. Their headers are as MySQL wrote them: `log_pos` is 0, so the
+/// caller must give every inner event the position of the payload event
+/// (where it starts, and where it ends for a cursor after the transaction).
+///
+/// The whole decompressed transaction is held in memory, as MySQL's own
+/// applier holds it; MySQL caps a payload event at `max_log_event_size`.
+///
+/// Errors: a malformed header, a payload whose decompressed size differs
+/// from the one announced, an unknown compression type, a truncated inner
+/// event, and an inner TRANSACTION_PAYLOAD or FORMAT_DESCRIPTION (MySQL never
+/// nests them; either would change how the rest of the stream is read).
+pub fn expand_payload(event: &Event) -> Result<Vec<Event>, String> {
+    let fde = event.fde();
+    let post_header = fde.get_event_type_header_length(EventType::TRANSACTION_PAYLOAD_EVENT);
+    let body = event
+        .data()
+        .get(post_header as usize..)
+        .ok_or("TRANSACTION_PAYLOAD shorter than its post-header")?;
+    let header = PayloadHeader::parse(body)?;
+    let payload = &body[header.payload.clone()];
+
+    let mut bytes = Vec::new();
+    match header.compression {
+        ZSTD => {
+            let reader = TransactionPayloadReader::new_zstd(payload)
+                .map_err(|e| format!("TRANSACTION_PAYLOAD: zstd: {e}"))?;
+            // Read one byte more than announced, to notice a longer payload
+            // without inflating it all.
+            let limit = header
+                .uncompressed_size
+                .map_or(u64::MAX, |n| n.saturating_add(1));
+            reader
+                .take(limit)
+                .read_to_end(&mut bytes)
+                .map_err(|e| format!("TRANSACTION_PAYLOAD: corrupt zstd payload: {e}"))?;
+        }
+        NONE => bytes.extend_from_slice(payload),
+        other => {
+            return Err(format!(
+                "TRANSACTION_PAYLOAD with unknown compression type {other} (0 is ZSTD, 255 NONE)"
+            ))
+        }
+    }
+    if let Some(announced) = header.uncompressed_size {
+        if bytes.len() as u64 != announced {
+            let held = if bytes.len() as u64 > announced {
+                "more".to_string()
+            } else {
+                bytes.len().to_string()
+            };
+            return Err(format!(
+                "TRANSACTION_PAYLOAD announces {announced} uncompressed bytes but holds {held}"
+            ));
+        }
+    }
+
+    // Inner events carry no checksum: read them with checksums off.
+    let mut footer = fde.footer();
+    footer.set_checksum_enabled(false);
+    let inner_fde = fde.clone().with_footer(footer);
+
+    let mut events = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let n = events.len() + 1;
+        let head = bytes.get(pos..pos + EVENT_HEADER_LEN).ok_or_else(|| {
+            format!("TRANSACTION_PAYLOAD: inner event {n} is cut inside its header")
+        })?;
+        let ty = head[4];
+        let size = le_uint(&head[9..13]) as usize;
+        if size < EVENT_HEADER_LEN || pos + size > bytes.len() {
+            return Err(format!(
+                "TRANSACTION_PAYLOAD: inner event {n} (type {ty}) claims {size} bytes, {} are left",
+                bytes.len() - pos
+            ));
+        }
+        match ty {
+            event_type::TRANSACTION_PAYLOAD => {
+                return Err(format!(
+                    "TRANSACTION_PAYLOAD nested inside a TRANSACTION_PAYLOAD (inner event {n})"
+                ))
+            }
+            event_type::FORMAT_DESCRIPTION => {
+                return Err(format!(
+                    "FORMAT_DESCRIPTION inside a TRANSACTION_PAYLOAD (inner event {n})"
+                ))
+            }
+            _ => {}
+        }
+        let inner = Event::read(&inner_fde, &bytes[pos..pos + size])
+            .map_err(|e| format!("TRANSACTION_PAYLOAD: inner event {n} (type {ty}): {e}"))?;
+        events.push(inner);
+        pos += size;
+    }
+    Ok(events)
+}
+
+/// The header fields of a TRANSACTION_PAYLOAD event.
+struct PayloadHeader {
+    compression: u64,
+    uncompressed_size: Option<u64>,
+    /// Where the payload lies in the event body.
+    payload: std::ops::Range<usize>,
+}
+
+impl PayloadHeader {
+    fn parse(body: &[u8]) -> Result<Self, String> {
+        let mut r = body;
+        let mut payload_size = None;
+        let mut compression = None;
+        let mut uncompressed_size = None;
+        loop {
+            let code =
+                packed_int(&mut r).ok_or("TRANSACTION_PAYLOAD header cut before its end mark")?;
+            if code == END_MARK {
+                break;
+            }
+            let len = packed_int(&mut r).ok_or("TRANSACTION_PAYLOAD header field cut")? as usize;
+            if len > r.len() {
+                return Err(format!(
+                    "TRANSACTION_PAYLOAD header field {code} of {len} bytes, {} left",
+                    r.len()
+                ));
+            }
+            let (mut value, rest) = r.split_at(len);
+            r = rest;
+            let slot = match code {
+                PAYLOAD_SIZE => &mut payload_size,
+                COMPRESSION_TYPE => &mut compression,
+                UNCOMPRESSED_SIZE => &mut uncompressed_size,
+                // Fields added by later versions: skipped by their length.
+                _ => continue,
+            };
+            let v = packed_int(&mut value)
+                .filter(|_| value.is_empty())
+                .ok_or_else(|| format!("TRANSACTION_PAYLOAD header field {code} is malformed"))?;
+            *slot = Some(v);
+        }
+        let size = payload_size.ok_or("TRANSACTION_PAYLOAD without a payload size")? as usize;
+        let compression = compression.ok_or("TRANSACTION_PAYLOAD without a compression type")?;
+        let start = body.len() - r.len();
+        if size > r.len() {
+            return Err(format!(
+                "TRANSACTION_PAYLOAD payload of {size} bytes, the event has {} after its header",
+                r.len()
+            ));
+        }
+        Ok(PayloadHeader {
+            compression,
+            uncompressed_size,
+            payload: start..start + size,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Array, Int32Array, StringArray};
+
+    use super::*;
+    use crate::batch::TableBuffer;
+    use crate::decode::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
+    use crate::decode::testing::jsonb as jb;
+    use crate::decode::testing::*;
+    use mysql_common::binlog::events::TableMapEvent;
+
+    const TABLE_ID: u64 = 0x71;
+
+    /// TABLE_MAP `shop.items (id INT NOT NULL, doc JSON)`, WRITE_ROWS_V2 with
+    /// two rows, XID: what MySQL compresses for `INSERT … ; COMMIT`. No
+    /// checksums, `log_pos` 0, as MySQL writes them into a payload.
+    fn inner_events() -> Vec<u8> {
+        let tm = table_map_body(
+            TABLE_ID,
+            "shop",
+            "items",
+            &[(3, &[]), (245, &[4])],
+            &[false, true],
+        );
+        let doc = jb::object(&[("n", jb::i16(5)), ("tag", jb::string("a"))]).doc();
+        let mut rows = rows_v2_header(TABLE_ID, 2, &[0b11], None);
+        // Row 1: no nulls, id 1, doc.
+        rows.push(0);
+        rows.extend(1i32.to_le_bytes());
+        rows.extend((doc.len() as u32).to_le_bytes());
+        rows.extend(&doc);
+        // Row 2: doc NULL.
+        rows.push(0b10);
+        rows.extend(2i32.to_le_bytes());
+        let mut bytes = event_bytes(event_type::TABLE_MAP, 0, &tm, false);
+        bytes.extend(event_bytes(event_type::WRITE_ROWS_V2, 0, &rows, false));
+        bytes.extend(event_bytes(event_type::XID, 0, &77u64.to_le_bytes(), false));
+        bytes
+    }
+
+    /// A TRANSACTION_PAYLOAD event: header fields, then the payload; with
+    /// the checksum the outer stream has.
+    fn payload_event(fields: &[(u64, u64)], payload: &[u8]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for (code, value) in fields {
+            let mut v = Vec::new();
+            lenenc(*value, &mut v);
+            lenenc(*code, &mut body);
+            lenenc(v.len() as u64, &mut body);
+            body.extend(v);
+        }
+        body.push(0); // end mark
+        body.extend(payload);
+        event_bytes(event_type::TRANSACTION_PAYLOAD, 4_000, &body, true)
+    }
+
+    fn zstd_payload_event(inner: &[u8]) -> Vec<u8> {
+        let compressed = zstd::encode_all(inner, 3).unwrap();
+        payload_event(
+            &[
+                (COMPRESSION_TYPE, ZSTD),
+                (UNCOMPRESSED_SIZE, inner.len() as u64),
+                (PAYLOAD_SIZE, compressed.len() as u64),
+            ],
+            &compressed,
+        )
+    }
+
+    fn types(events: &[Event]) -> Vec<u8> {
+        events.iter().map(|e| e.header().event_type_raw()).collect()
+    }
+
+    #[test]
+    fn zstd_payload_expands_to_its_events_and_rows_decode() {
+        let outer = read_event(&zstd_payload_event(&inner_events()), true);
+        assert_eq!(
+            outer.header().event_type_raw(),
+            event_type::TRANSACTION_PAYLOAD
+        );
+        let inner = expand_payload(&outer).unwrap();
+        assert_eq!(
+            types(&inner),
+            [
+                event_type::TABLE_MAP,
+                event_type::WRITE_ROWS_V2,
+                event_type::XID
+            ]
+        );
+        assert!(inner.iter().all(|e| e.header().log_pos() == 0));
+        // The XID body survived whole (no checksum was cut from it).
+        assert_eq!(inner[2].data(), 77u64.to_le_bytes());
+
+        let tme: TableMapEvent<'_> = inner[0].read_event().unwrap();
+        assert_eq!(tme.table_id(), TABLE_ID);
+        assert_eq!(tme.table_name(), "items");
+        let schema = table_schema(&[("id", "int"), ("doc", "json")]);
+        let plan = TablePlan::new(Arc::clone(&schema), &tme).unwrap();
+        let mut buffer = TableBuffer::new(schema);
+        let (kind, post_header) = RowsKind::of_event_type(event_type::WRITE_ROWS_V2).unwrap();
+        let mut seq = 10;
+        let rows = decode_rows(
+            &plan,
+            kind,
+            inner[1].data(),
+            post_header,
+            &mut buffer,
+            &origin(),
+            &mut seq,
+            &mut DecodeStats::default(),
+        )
+        .unwrap();
+        assert_eq!((rows, seq), (2, 12));
+        let batch = buffer.finish().unwrap();
+        let ids = batch.column_by_name("id").unwrap();
+        let ids = ids.as_any().downcast_ref::<Int32Array>().unwrap();
+        assert_eq!(ids.values().to_vec(), vec![1, 2]);
+        let docs = batch.column_by_name("doc").unwrap();
+        let docs = docs.as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(docs.value(0), r#"{"n": 5, "tag": "a"}"#);
+        assert!(docs.is_null(1));
+    }
+
+    #[test]
+    fn uncompressed_payload_expands_too() {
+        let inner = inner_events();
+        // NONE is 255: a packed integer of 3 bytes (0xFC 0xFF 0x00).
+        let bytes = payload_event(
+            &[(COMPRESSION_TYPE, NONE), (PAYLOAD_SIZE, inner.len() as u64)],
+            &inner,
+        );
+        assert_eq!(&bytes[19..23], [2, 3, 0xFC, 0xFF]);
+        let events = expand_payload(&read_event(&bytes, true)).unwrap();
+        assert_eq!(
+            types(&events),
+            [
+                event_type::TABLE_MAP,
+                event_type::WRITE_ROWS_V2,
+                event_type::XID
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_header_fields_are_skipped() {
+        let inner = inner_events();
+        let compressed = zstd::encode_all(&inner[..], 1).unwrap();
+        let bytes = payload_event(
+            &[
+                (COMPRESSION_TYPE, ZSTD),
+                (9, 123_456), // a field of some later version
+                (UNCOMPRESSED_SIZE, inner.len() as u64),
+                (PAYLOAD_SIZE, compressed.len() as u64),
+            ],
+            &compressed,
+        );
+        assert_eq!(expand_payload(&read_event(&bytes, true)).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn unknown_compression_is_refused() {
+        let inner = inner_events();
+        let bytes = payload_event(
+            &[(COMPRESSION_TYPE, 1), (PAYLOAD_SIZE, inner.len() as u64)],
+            &inner,
+        );
+        let err = expand_payload(&read_event(&bytes, true)).unwrap_err();
+        assert!(err.contains("unknown compression type 1"), "{err}");
+    }
+
+    #[test]
+    fn nested_payload_is_refused() {
+        let inner_payload = zstd_payload_event(&inner_events());
+        // As an inner event it has no checksum: cut it and fix its size.
+        let mut nested = inner_payload[..inner_payload.len() - 4].to_vec();
+        let size = nested.len() as u32;
+        nested[9..13].copy_from_slice(&size.to_le_bytes());
+        let bytes = payload_event(
+            &[
+                (COMPRESSION_TYPE, NONE),
+                (PAYLOAD_SIZE, nested.len() as u64),
+            ],
+            &nested,
+        );
+        let err = expand_payload(&read_event(&bytes, true)).unwrap_err();
+        assert!(err.contains("nested"), "{err}");
+    }
+
+    #[test]
+    fn sizes_that_disagree_are_errors() {
+        let inner = inner_events();
+        let compressed = zstd::encode_all(&inner[..], 3).unwrap();
+        let wrong_size = payload_event(
+            &[
+                (COMPRESSION_TYPE, ZSTD),
+                (UNCOMPRESSED_SIZE, inner.len() as u64 - 1),
+                (PAYLOAD_SIZE, compressed.len() as u64),
+            ],
+            &compressed,
+        );
+        let err = expand_payload(&read_event(&wrong_size, true)).unwrap_err();
+        assert!(err.contains("announces"), "{err}");
+
+        // An inner event cut short.
+        let cut = &inner[..inner.len() - 3];
+        let bytes = payload_event(
+            &[(COMPRESSION_TYPE, NONE), (PAYLOAD_SIZE, cut.len() as u64)],
+            cut,
+        );
+        let err = expand_payload(&read_event(&bytes, true)).unwrap_err();
+        assert!(err.contains("inner event 3"), "{err}");
+
+        // A payload size beyond the event.
+        let bytes = payload_event(&[(COMPRESSION_TYPE, NONE), (PAYLOAD_SIZE, 10_000)], &inner);
+        assert!(expand_payload(&read_event(&bytes, true)).is_err());
+
+        // No end mark.
+        let mut body = Vec::new();
+        lenenc(COMPRESSION_TYPE, &mut body);
+        lenenc(1, &mut body);
+        let bytes = event_bytes(event_type::TRANSACTION_PAYLOAD, 4_000, &body, true);
+        assert!(expand_payload(&read_event(&bytes, true)).is_err());
+    }
+}
