@@ -611,9 +611,32 @@ impl Pipeline<'_> {
     /// Handles one event; returns true at a transaction boundary.
     async fn handle(&mut self, event: &Event, saw_fde: &mut bool) -> Result<bool> {
         let header = event.header();
-        let ty = header.event_type_raw();
         let end = header.log_pos() as u64;
         let start = end.saturating_sub(header.event_size() as u64);
+        if header.event_type_raw() == et::TRANSACTION_PAYLOAD {
+            // MySQL binlog transaction compression: the inner events have no
+            // positions of their own; they all sit at the payload's.
+            let inner = decode::payload::expand_payload(event)
+                .map_err(|m| Error::decode(&self.file, start, m))?;
+            let mut boundary = false;
+            for e in &inner {
+                boundary |= self.handle_at(e, start, end, saw_fde).await?;
+            }
+            return Ok(boundary);
+        }
+        self.handle_at(event, start, end, saw_fde).await
+    }
+
+    /// Handles one event that spans `start..end` of the current file.
+    async fn handle_at(
+        &mut self,
+        event: &Event,
+        start: u64,
+        end: u64,
+        saw_fde: &mut bool,
+    ) -> Result<bool> {
+        let header = event.header();
+        let ty = header.event_type_raw();
         let body = event.data();
         let at = |msg: String| Error::decode(&self.file, start, msg);
         match ty {
@@ -716,15 +739,12 @@ impl Pipeline<'_> {
                 Ok(false)
             }
             et::WRITE_ROWS_V1 | et::UPDATE_ROWS_V1 | et::DELETE_ROWS_V1 | et::WRITE_ROWS_V2 | et::UPDATE_ROWS_V2
-            | et::DELETE_ROWS_V2 => {
+            | et::DELETE_ROWS_V2 | et::PARTIAL_UPDATE_ROWS => {
                 self.close_outdated_buffer(body).await?;
                 self.rows_event(ty, body, start, header.timestamp())?;
                 self.apply_memory_limits().await?;
                 Ok(false)
             }
-            et::PARTIAL_UPDATE_ROWS => Err(at(
-                "PARTIAL_UPDATE_ROWS events (binlog_row_value_options=PARTIAL_JSON) are not supported yet; set binlog_row_value_options='' on the source".into(),
-            )),
             t if (et::MARIADB_COMPRESSED_FIRST..=et::MARIADB_COMPRESSED_LAST).contains(&t) => Err(at(
                 "compressed binlog events (log_bin_compress=ON) are not supported; set log_bin_compress=OFF on the source".into(),
             )),
@@ -764,13 +784,12 @@ impl Pipeline<'_> {
                 ))
             }
         };
-        let (kind, post_header) = match ty {
-            et::WRITE_ROWS_V1 => (RowsKind::Write, 8),
-            et::UPDATE_ROWS_V1 => (RowsKind::Update, 8),
-            et::DELETE_ROWS_V1 => (RowsKind::Delete, 8),
-            et::WRITE_ROWS_V2 => (RowsKind::Write, 10),
-            et::UPDATE_ROWS_V2 => (RowsKind::Update, 10),
-            _ => (RowsKind::Delete, 10),
+        let Some((kind, post_header)) = RowsKind::of_event_type(ty) else {
+            return Err(Error::decode(
+                &self.file,
+                start,
+                format!("event type {ty} is not a rows event"),
+            ));
         };
         let name = plan.schema.qualified_name();
         let buffer = self
