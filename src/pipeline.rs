@@ -333,6 +333,13 @@ async fn open_source(config: &Config, committed: Option<&Manifest>) -> Result<So
             (start, gtid)
         }
     };
+    if let (StreamStart::Gtid(ours), Some(theirs)) = (&start, &head_gtid) {
+        if !theirs.covers(ours) {
+            return Err(Error::Position(format!(
+                "GTID state {ours} is ahead of the server's ({theirs}): it lacks transactions the lake already has (another server, or a replica that is behind); point source.url at a server that has them, or wait for this one to catch up"
+            )));
+        }
+    }
     let caught_up = match (&start, &head_gtid) {
         (StreamStart::Position(p), _) => *p >= head,
         (StreamStart::Gtid(g), Some(h)) => g.covers(h),
