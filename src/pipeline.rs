@@ -70,6 +70,8 @@ struct Pipeline<'a> {
     tx_sql: Option<Arc<str>>,
     /// The GTID state at the last boundary plus the transaction in hand.
     gtid_state: GtidState,
+    /// The current stream delivered an event: the server accepted the dump.
+    streamed: bool,
     last_checkpoint: Instant,
     stats: DecodeStats,
     summary: RunSummary,
@@ -179,6 +181,7 @@ pub async fn run(
         buffers: BTreeMap::new(),
         pending: Vec::new(),
         gtid_state: start_gtid,
+        streamed: false,
         next_seq: cursor.next_seq,
         next_tx_seq: cursor.next_tx_seq,
         origin: cursor.clone(),
@@ -204,11 +207,12 @@ pub async fn run(
     let mut from = start;
     let mut failures = 0u32;
     loop {
-        let began = Instant::now();
         match p.stream(from, stop_at.clone(), &mut shutdown).await {
             Ok(()) => break,
             Err(e) if e.is_transient() && !*shutdown.borrow() => {
-                if began.elapsed() > Duration::from_secs(60) {
+                // A stream that delivered events ended a working connection:
+                // the next outage starts its backoff from the beginning.
+                if p.streamed {
                     failures = 0;
                 }
                 failures += 1;
@@ -474,14 +478,22 @@ impl Pipeline<'_> {
         stop_at: Option<BinlogPosition>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<()> {
+        self.streamed = false;
         let mut stream = source::open_stream(&self.config.source, &self.server, &start).await?;
         let mut tick =
             tokio::time::interval(self.config.flush.interval.min(Duration::from_secs(1)));
         let mut stopping: Option<Instant> = None;
         let mut saw_fde = false;
-        // The server sends a heartbeat every `source.heartbeat` while idle.
+        // The server sends a heartbeat every `source.heartbeat` while idle:
+        // nothing for three of them (and 2 s for the network) means the
+        // connection is dead, or the server hung. Only time spent waiting
+        // counts: the deadline moves after sluice's own work, so a slow
+        // checkpoint is never taken for a silent server.
         let idle_limit = self.config.source.heartbeat * 3 + Duration::from_secs(2);
-        let mut last_event = Instant::now();
+        let mut waiting_since = Instant::now();
+        // Re-armed lazily when it fires early, not per event (hot path).
+        let idle = tokio::time::sleep(idle_limit);
+        tokio::pin!(idle);
         loop {
             let event = tokio::select! {
                 ev = stream.next() => match ev {
@@ -497,13 +509,17 @@ impl Pipeline<'_> {
                     }
                     None => return Err(Error::Connection(format!("the server closed the binlog stream at {}", self.position()))),
                 },
-                _ = tick.tick() => {
-                    if last_event.elapsed() > idle_limit {
-                        return Err(Error::Connection(format!(
-                            "no event or heartbeat for {idle_limit:?} at {}: the connection is dead",
-                            self.position()
-                        )));
+                () = &mut idle => {
+                    if waiting_since.elapsed() < idle_limit {
+                        idle.as_mut().reset((waiting_since + idle_limit).into());
+                        continue;
                     }
+                    return Err(Error::Connection(format!(
+                        "no event or heartbeat for {idle_limit:?} at {}: the connection is dead",
+                        self.position()
+                    )));
+                }
+                _ = tick.tick() => {
                     if let Some(since) = stopping {
                         if since.elapsed() > self.config.shutdown_timeout {
                             return Err(Error::ShutdownTimeout(self.position().to_string()));
@@ -511,6 +527,7 @@ impl Pipeline<'_> {
                     }
                     if !self.in_tx && self.checkpoint_due() {
                         self.checkpoint().await?;
+                        waiting_since = Instant::now();
                     }
                     continue;
                 }
@@ -526,7 +543,7 @@ impl Pipeline<'_> {
                     continue;
                 }
             };
-            last_event = Instant::now();
+            self.streamed = true;
             let boundary = self.handle(&event, &mut saw_fde).await?;
             if boundary {
                 if stopping.is_some() {
@@ -545,6 +562,7 @@ impl Pipeline<'_> {
                     return Ok(());
                 }
             }
+            waiting_since = Instant::now();
         }
     }
 
@@ -1046,5 +1064,31 @@ impl Pipeline<'_> {
         self.file_counter = 0;
         self.last_checkpoint = Instant::now();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_half_a_second_up_to_thirty_with_jitter() {
+        for failures in 1..=40u32 {
+            let base = (0.5 * 2f64.powi(failures as i32 - 1)).min(30.0);
+            let delays: Vec<f64> = (0..200).map(|_| backoff(failures).as_secs_f64()).collect();
+            for d in &delays {
+                assert!(
+                    (base * 0.75..base * 1.25).contains(d),
+                    "failure {failures}: {d} s is outside {base} s ± 25 %"
+                );
+            }
+            let (lo, hi) = delays
+                .iter()
+                .fold((f64::MAX, 0f64), |(lo, hi), d| (lo.min(*d), hi.max(*d)));
+            assert!(
+                hi - lo > base * 0.25,
+                "failure {failures}: no jitter in {delays:?}"
+            );
+        }
     }
 }

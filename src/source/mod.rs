@@ -389,6 +389,24 @@ pub async fn open_stream(
             info.checksum,
         )?));
     }
+    // A server that accepts the connection and then says nothing (hung, or
+    // stopped while the kernel still completes TCP handshakes) must not hang
+    // a reconnect: everything up to the dump request gets connect_timeout.
+    tokio::time::timeout(cfg.connect_timeout, request_dump(cfg, info, start))
+        .await
+        .map_err(|_| {
+            Error::Connection(format!(
+                "{}:{} did not answer within {:?} while sluice asked for the binlog from {start}; check that the server is up",
+                cfg.host, cfg.port, cfg.connect_timeout
+            ))
+        })?
+}
+
+async fn request_dump(
+    cfg: &SourceConfig,
+    info: &ServerInfo,
+    start: &StreamStart,
+) -> Result<EventStream> {
     let heartbeat_ns = cfg.heartbeat.as_nanos().min(u64::MAX as u128);
     match info.flavor {
         Flavor::Mariadb => {

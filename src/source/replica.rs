@@ -245,7 +245,14 @@ impl Replica {
 
     async fn read_events(mut self, tx: mpsc::Sender<Packet>) {
         loop {
-            let packet = match self.read_packet().await {
+            let read = tokio::select! {
+                read = self.read_packet() => read,
+                // The stream was dropped (a reconnect or the end of the run):
+                // close the connection now, not at the next packet, which a
+                // hung server may never send.
+                () = tx.closed() => return,
+            };
+            let packet = match read {
                 Ok(p) => p,
                 Err(e) => {
                     let _ = tx.send(Err(ServerFailure::Io(e.to_string()))).await;
