@@ -40,6 +40,12 @@ pub struct SourceConfig {
     /// Read binlog files from this directory instead of a server (offline
     /// replay). A `url` next to it is then used only for the schema bootstrap.
     pub binlog_dir: Option<PathBuf>,
+    /// The host sluice reports when it registers as a replica (SHOW SLAVE
+    /// HOSTS): `sluice-` and a hash of `sink.url`, so that a sidecar of the
+    /// same lake recognises a registration it left behind (a connection the
+    /// server has not yet noticed is dead) and does not take it for another
+    /// replica using its `server_id`.
+    pub report_host: String,
 }
 
 impl SourceConfig {
@@ -232,9 +238,10 @@ impl Config {
             format!("{line}{}", e.message().replace('\n', " "))
         })?;
 
-        let source = parse_source(raw.source)?;
+        let mut source = parse_source(raw.source)?;
         let filter = TableFilter::new(&raw.filter.include, &raw.filter.exclude)?;
         let sink = parse_sink(raw.sink)?;
+        source.report_host = format!("sluice-{:08x}", crc32fast::hash(sink.url.as_bytes()));
         let flush = FlushPolicy {
             max_rows: match raw.flush.max_rows {
                 Some(0) => return Err("flush.max_rows: must be at least 1".into()),
@@ -319,6 +326,7 @@ fn parse_source(raw: RawSource) -> std::result::Result<SourceConfig, String> {
         },
         resume,
         binlog_dir: raw.binlog_dir,
+        report_host: String::new(),
     })
 }
 

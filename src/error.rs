@@ -19,6 +19,12 @@ pub enum Error {
     #[error("source connection: {0}")]
     Connection(String),
 
+    /// Another replica of the source (or the source itself) uses sluice's
+    /// replica id. Definite: the server disconnects one of two replicas with
+    /// one id whenever the other connects, so retrying only starts a fight.
+    #[error("source.server_id {server_id} is already taken by {holder}; set source.server_id to an id that neither the source (@@server_id) nor any of its replicas (SHOW SLAVE HOSTS) uses: the source disconnects a replica whenever another connects with the same id")]
+    ServerIdInUse { server_id: u32, holder: String },
+
     /// The binlog position asked for does not exist on the server.
     #[error("start position: {0}")]
     Position(String),

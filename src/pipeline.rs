@@ -254,7 +254,7 @@ async fn open_source(config: &Config, committed: Option<&Manifest>) -> Result<So
         return open_offline(config, dir, committed).await;
     }
     let mut conn = source::connect(cfg).await?;
-    let (server, checks) = source::preflight(&mut conn).await?;
+    let (server, checks) = source::preflight(&mut conn, cfg).await?;
     source::require(&checks)?;
     let head = source::head(&mut conn).await?;
     let flavor = server.flavor;
@@ -312,6 +312,7 @@ async fn open_source(config: &Config, committed: Option<&Manifest>) -> Result<So
                     let logs = source::binary_logs(&mut conn).await?;
                     let server = &server;
                     let at = source::find_timestamp(
+                        cfg,
                         |file| async move {
                             let at = StreamStart::Position(BinlogPosition { file, pos: 4 });
                             source::open_stream(cfg, server, &at).await
@@ -423,6 +424,7 @@ async fn open_offline(
         (None, StartPosition::Timestamp(t)) => {
             let checksum = server.checksum;
             source::find_timestamp(
+                cfg,
                 |file| async move {
                     let at = BinlogPosition { file, pos: 4 };
                     Ok(source::stream::EventStream::from_packets(
@@ -498,7 +500,7 @@ impl Pipeline<'_> {
             let event = tokio::select! {
                 ev = stream.next() => match ev {
                     Some(Ok(ev)) => ev,
-                    Some(Err(e)) => return Err(source::stream_error(e, &self.position())),
+                    Some(Err(e)) => return Err(source::stream_error(e, &self.position(), &self.config.source)),
                     None if self.config.source.binlog_dir.is_some() => {
                         // Offline replay ends with the last binlog file.
                         if !self.in_tx {

@@ -111,7 +111,7 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
 /// Runs the preflight checks; returns the report and whether all passed.
 pub async fn check(config: &Config) -> Result<(String, bool)> {
     let mut conn = source::connect(&config.source).await?;
-    let (info, checks) = source::preflight(&mut conn).await?;
+    let (info, checks) = source::preflight(&mut conn, &config.source).await?;
     let mut out = format!(
         "server          {:?} {} (server_id {})\n",
         info.flavor, info.version, info.server_id

@@ -144,7 +144,7 @@ fn connect_error(cfg: &SourceConfig, e: mysql_async::Error) -> Error {
 /// Runs the checks of "What the source must be" (DESIGN.md) and returns the
 /// server's identity with the checklist. The caller decides whether a failed
 /// check is fatal (`run`) or only reported (`check`).
-pub async fn preflight(conn: &mut Conn) -> Result<(ServerInfo, Vec<Check>)> {
+pub async fn preflight(conn: &mut Conn, cfg: &SourceConfig) -> Result<(ServerInfo, Vec<Check>)> {
     let q = |e: mysql_async::Error| Error::Preflight(format!("preflight query failed: {e}"));
     let (version, server_id, log_bin, format, image, checksum): (String, u32, String, String, String, Option<String>) = conn
         .query_first(
@@ -181,6 +181,23 @@ pub async fn preflight(conn: &mut Conn) -> Result<(ServerInfo, Vec<Check>)> {
     };
 
     let on = log_bin == "1" || log_bin.eq_ignore_ascii_case("ON");
+    let server_id_check = match server_id_holder(conn, cfg, flavor).await {
+        Ok(None) => Check {
+            name: "server_id",
+            ok: true,
+            detail: format!("server_id {}: neither the source's own ({server_id}) nor another registered replica's", cfg.server_id),
+        },
+        Ok(Some(holder)) => Check {
+            name: "server_id",
+            ok: false,
+            detail: Error::ServerIdInUse { server_id: cfg.server_id, holder }.to_string(),
+        },
+        Err(why) => Check {
+            name: "server_id",
+            ok: true,
+            detail: format!("server_id {} differs from the source's own ({server_id}); other replicas not checked: {why}", cfg.server_id),
+        },
+    };
     let checks = vec![
         Check {
             name: "log_bin",
@@ -214,6 +231,7 @@ pub async fn preflight(conn: &mut Conn) -> Result<(ServerInfo, Vec<Check>)> {
                 && has(&["SELECT"]),
             detail: "the user needs REPLICATION SLAVE, REPLICATION CLIENT and SELECT: GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO the sluice user".into(),
         },
+        server_id_check,
     ];
     let info = ServerInfo {
         flavor,
@@ -226,6 +244,85 @@ pub async fn preflight(conn: &mut Conn) -> Result<(ServerInfo, Vec<Check>)> {
         gtid,
     };
     Ok((info, checks))
+}
+
+/// Who else holds `cfg.server_id`: the source itself, or a replica listed by
+/// SHOW SLAVE HOSTS other than a sidecar of this lake (`cfg.report_host`:
+/// the registration of a connection sluice gave up on, which the server
+/// has not yet noticed is dead and which the next dump request replaces).
+///
+/// A check before connecting is the only way not to disturb the other
+/// replica: on COM_BINLOG_DUMP the server kills any dump thread with the same
+/// id, and that replica's reconnect then kills ours (MariaDB error 4052).
+/// `Err` says why the replicas could not be listed: MariaDB 10.5.2+ wants
+/// REPLICATION MASTER ADMIN for SHOW SLAVE HOSTS.
+async fn server_id_holder(
+    conn: &mut Conn,
+    cfg: &SourceConfig,
+    flavor: Flavor,
+) -> std::result::Result<Option<String>, String> {
+    let own: Option<u32> = conn
+        .query_first("SELECT @@server_id")
+        .await
+        .map_err(|e| format!("SELECT @@server_id failed: {e}"))?;
+    if own == Some(cfg.server_id) {
+        return Ok(Some("the source server itself (its @@server_id)".into()));
+    }
+    let listed: std::result::Result<Vec<mysql_async::Row>, _> = match flavor {
+        // MySQL 8.4 knows only the new spelling, MySQL before 8.0.22 only the old.
+        Flavor::Mysql => match conn.query("SHOW REPLICAS").await {
+            Err(mysql_async::Error::Server(e)) if e.code == 1064 => {
+                conn.query("SHOW SLAVE HOSTS").await
+            }
+            other => other,
+        },
+        Flavor::Mariadb => conn.query("SHOW SLAVE HOSTS").await,
+    };
+    let listed = listed.map_err(|e| match e {
+        mysql_async::Error::Server(e) if e.code == 1227 => format!(
+            "the user may not run SHOW SLAVE HOSTS ({}); GRANT REPLICATION MASTER ADMIN ON *.* to the sluice user so it can refuse an id in use before it disconnects the replica using it",
+            e.message
+        ),
+        e => format!("SHOW SLAVE HOSTS failed: {e}"),
+    })?;
+    // By name: MariaDB adds User and Password with show_slave_auth_info, and
+    // MySQL spells Server_Id.
+    let column = |row: &mysql_async::Row, name: &str| {
+        row.columns_ref()
+            .iter()
+            .position(|c| c.name_str().eq_ignore_ascii_case(name))
+            .and_then(|i| row.get::<String, _>(i))
+            .unwrap_or_default()
+    };
+    Ok(listed
+        .iter()
+        .find(|row| {
+            column(row, "Server_id") == cfg.server_id.to_string()
+                && column(row, "Host") != cfg.report_host
+        })
+        .map(|row| {
+            format!(
+                "the replica at {}:{}",
+                column(row, "Host"),
+                column(row, "Port")
+            )
+        }))
+}
+
+/// The server_id check before every binlog dump request, at start and before
+/// each reconnect. Only a known holder stops sluice; a list it may not read
+/// leaves the clash to be reported by the server (4052) instead.
+async fn ensure_server_id_free(cfg: &SourceConfig, flavor: Flavor) -> Result<()> {
+    let mut conn = connect(cfg).await?;
+    let holder = server_id_holder(&mut conn, cfg, flavor).await;
+    let _ = conn.disconnect().await;
+    match holder {
+        Ok(Some(holder)) => Err(Error::ServerIdInUse {
+            server_id: cfg.server_id,
+            holder,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Fails on the first failed check, with its fix.
@@ -305,11 +402,14 @@ pub fn validate_position(logs: &[(String, u64)], at: &BinlogPosition) -> Result<
     match logs.iter().find(|(f, _)| *f == at.file) {
         None => {
             let purged = logs.first().map(|(f, _)| BinlogPosition { file: f.clone(), pos: 4 } > *at).unwrap_or(false);
-            Err(Error::Position(if purged {
-                format!("{at}: binlog {} was purged from the server ({}); start from an existing file (start = \"earliest\") on an empty lake, or restore the missing binlog", at.file, listing())
-            } else {
-                format!("{at}: binlog file {} is not on the server ({}); pick a file from SHOW BINARY LOGS", at.file, listing())
-            }))
+            if purged {
+                return Err(binlog_purged(at, &format!("purged; {}", listing())));
+            }
+            Err(Error::Position(format!(
+                "{at}: binlog file {} is not on the server ({}); pick a file from SHOW BINARY LOGS",
+                at.file,
+                listing()
+            )))
         }
         Some((_, size)) if at.pos > *size => Err(Error::Position(format!(
             "{at} is past the end of the binlog ({} has {size} bytes; {}); pick a position from SHOW BINARY LOGS / SHOW MASTER STATUS",
@@ -407,6 +507,7 @@ async fn request_dump(
     info: &ServerInfo,
     start: &StreamStart,
 ) -> Result<EventStream> {
+    ensure_server_id_free(cfg, info.flavor).await?;
     let heartbeat_ns = cfg.heartbeat.as_nanos().min(u64::MAX as u128);
     match info.flavor {
         Flavor::Mariadb => {
@@ -433,7 +534,7 @@ async fn request_dump(
                     (String::new(), 4)
                 }
             };
-            replica.register(cfg.server_id).await?;
+            replica.register(cfg.server_id, &cfg.report_host).await?;
             Ok(EventStream::from_packets(
                 replica.dump(cfg.server_id, &file, pos).await?,
             ))
@@ -443,7 +544,8 @@ async fn request_dump(
             conn.query_drop(format!("SET @master_heartbeat_period = {heartbeat_ns}"))
                 .await
                 .map_err(|e| Error::Connection(e.to_string()))?;
-            let request = BinlogStreamRequest::new(cfg.server_id);
+            let request =
+                BinlogStreamRequest::new(cfg.server_id).with_hostname(cfg.report_host.as_bytes());
             let request = match start {
                 StreamStart::Position(at) => {
                     request.with_filename(at.file.as_bytes()).with_pos(at.pos)
@@ -467,6 +569,7 @@ async fn request_dump(
 /// or the head when there is none yet. `open` starts a stream at the start
 /// of a file: the search begins in the newest file created at or before `at`.
 pub async fn find_timestamp<F, Fut>(
+    cfg: &SourceConfig,
     open: F,
     logs: &[(String, u64)],
     head: &BinlogPosition,
@@ -491,7 +594,7 @@ where
                     break ev.header().timestamp() as u64
                 }
                 Some(Ok(_)) => continue,
-                Some(Err(e)) => return Err(stream_error(e, &here)),
+                Some(Err(e)) => return Err(stream_error(e, &here, cfg)),
                 None => return Err(Error::Position(format!("{here}: no format description"))),
             }
         };
@@ -510,7 +613,7 @@ where
     loop {
         let ev = match stream.next().await {
             Some(Ok(ev)) => ev,
-            Some(Err(e)) => return Err(stream_error(e, &tx_start)),
+            Some(Err(e)) => return Err(stream_error(e, &tx_start, cfg)),
             None => return Ok(head.clone()),
         };
         let header = ev.header();
@@ -577,12 +680,27 @@ where
     }
 }
 
+/// MariaDB's ER_SLAVE_SAME_ID: another replica connected with our server_id
+/// and the server ended our dump for it.
+const ER_SLAVE_SAME_ID: u16 = 4052;
+
 /// Classifies what ended a binlog stream.
-pub fn stream_error(e: ServerFailure, at: &BinlogPosition) -> Error {
+pub fn stream_error(e: ServerFailure, at: &BinlogPosition, cfg: &SourceConfig) -> Error {
     match e {
+        // MySQL reports the same as 1236 with this text.
+        ServerFailure::Server { code, message }
+            if code == ER_SLAVE_SAME_ID || message.contains("same server_uuid/server_id") =>
+        {
+            Error::ServerIdInUse {
+                server_id: cfg.server_id,
+                holder: format!("another replica, which connected while sluice was reading (the server said: {message})"),
+            }
+        }
+        ServerFailure::Server { code: 1236, message } if binlog_gone(&message) => {
+            binlog_purged(at, &message)
+        }
         ServerFailure::Server { code: 1236, message } => Error::Position(format!(
-            "the server cannot send the binlog from {at}: {message}; if binlog {} was purged, restore it from a backup and replay it with source.binlog_dir, or start over from an existing position on an empty lake",
-            at.file
+            "the server cannot send the binlog from {at}: {message} (1236)"
         )),
         ServerFailure::Server { code, message } if code == 1227 || code == 1045 => Error::Preflight(format!(
             "the server refused the binlog dump: {message}; GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO the sluice user"
@@ -593,6 +711,30 @@ pub fn stream_error(e: ServerFailure, at: &BinlogPosition) -> Error {
         ServerFailure::Io(message) => Error::Connection(format!("binlog stream at {at}: {message}")),
         ServerFailure::Corrupt(message) => Error::decode(&at.file, at.pos, message),
     }
+}
+
+/// Whether a 1236 says that the binlog asked for is no longer there: MariaDB
+/// by position ("Could not find first log file name in binary log index
+/// file") or by GTID ("… required binlog files have been purged"), MySQL
+/// ("… the source purged required binary logs"), or a file the index still
+/// names but the disk lost ("Could not open log file").
+fn binlog_gone(message: &str) -> bool {
+    [
+        "purged",
+        "Could not find first log file",
+        "Could not open log file",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
+}
+
+/// The definite error for a binlog that the server no longer has, with the
+/// two ways out.
+fn binlog_purged(at: &BinlogPosition, detail: &str) -> Error {
+    let file = &at.file;
+    Error::Position(format!(
+        "binlog {file} is no longer on the server ({detail}) and reading from {at} needs it: restore {file} and the binlogs after it from a backup and replay them with source.binlog_dir, or start over on an empty lake"
+    ))
 }
 
 #[cfg(test)]
@@ -628,5 +770,67 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("purged"), "{e}");
+    }
+
+    fn source_config() -> SourceConfig {
+        SourceConfig {
+            host: "db".into(),
+            port: 3306,
+            user: "sluice".into(),
+            password: None,
+            server_id: 5401,
+            start: StartPosition::Latest,
+            connect_timeout: std::time::Duration::from_secs(10),
+            heartbeat: std::time::Duration::from_secs(5),
+            max_sql_bytes: 4096,
+            resume: crate::config::Resume::Auto,
+            binlog_dir: None,
+            report_host: "sluice-00000000".into(),
+        }
+    }
+
+    fn server(code: u16, message: &str) -> ServerFailure {
+        ServerFailure::Server {
+            code,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn purged_binlog_is_definite_and_names_the_file_and_the_ways_out() {
+        let at = p("binlog.000007", 1234);
+        for message in [
+            "Could not find first log file name in binary log index file",
+            "Could not find GTID state requested by slave in any binlog files. Probably the slave state is too old and required binlog files have been purged.",
+            "Cannot replicate because the source purged required binary logs.",
+        ] {
+            let e = stream_error(server(1236, message), &at, &source_config());
+            assert!(!e.is_transient());
+            let text = e.to_string();
+            assert!(
+                text.contains("binlog binlog.000007 is no longer on the server")
+                    && text.contains("source.binlog_dir")
+                    && text.contains("empty lake"),
+                "{text}"
+            );
+        }
+        let other = stream_error(server(1236, "impossible position"), &at, &source_config());
+        assert!(!other.is_transient());
+        assert!(!other.to_string().contains("no longer"), "{other}");
+    }
+
+    #[test]
+    fn another_replica_taking_the_server_id_is_definite() {
+        let at = p("binlog.000001", 4);
+        for failure in [
+            server(4052, "A slave with the same server_uuid/server_id as this slave has connected to the master"),
+            server(1236, "A replica with the same server_uuid/server_id as this replica has connected to the source; the first event '' at 4"),
+        ] {
+            let e = stream_error(failure, &at, &source_config());
+            assert!(matches!(e, Error::ServerIdInUse { server_id: 5401, .. }), "{e}");
+            assert!(e.to_string().starts_with("source.server_id 5401 is already taken"), "{e}");
+        }
+        let dropped = stream_error(ServerFailure::Io("reset".into()), &at, &source_config());
+        assert!(dropped.is_transient());
     }
 }

@@ -205,10 +205,13 @@ impl Replica {
         }
     }
 
-    /// COM_REGISTER_SLAVE, so the server lists us in SHOW SLAVE HOSTS.
-    pub async fn register(&mut self, server_id: u32) -> Result<()> {
+    /// COM_REGISTER_SLAVE, so the server lists us in SHOW SLAVE HOSTS
+    /// under `server_id` and `host`.
+    pub async fn register(&mut self, server_id: u32, host: &str) -> Result<()> {
         let mut payload = Vec::new();
-        ComRegisterSlave::new(server_id).serialize(&mut payload);
+        ComRegisterSlave::new(server_id)
+            .with_hostname(host.as_bytes())
+            .serialize(&mut payload);
         self.write_packet(&payload, false).await?;
         let reply = self.read_packet().await.map_err(io_error)?;
         match reply.first() {
