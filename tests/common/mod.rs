@@ -73,6 +73,8 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 pub struct MariaDb {
     dir: Option<TempDir>,
     child: Child,
+    /// The full `mariadbd` command line, for `restart`.
+    args: Vec<String>,
     port: u16,
     socket: PathBuf,
     error_log: PathBuf,
@@ -120,39 +122,34 @@ impl MariaDb {
         // The port is free when picked but may be taken before mariadbd binds it
         // (tests run in parallel): retry with another port then.
         let mut attempt = 0;
-        let (child, port) = loop {
+        let (child, args, port) = loop {
             let port = free_port();
-            let mut cmd = Command::new(MARIADBD);
-            cmd.arg("--no-defaults")
-                .arg(format!("--datadir={}", datadir.display()))
-                .arg(format!("--socket={}", socket.display()))
-                .arg(format!("--tmpdir={}", tmpdir.display()))
-                .arg(format!("--port={port}"))
-                .arg("--bind-address=127.0.0.1")
-                .arg("--log-bin=binlog")
-                .arg("--server-id=1")
-                .arg("--binlog-format=ROW")
-                .arg("--binlog-row-image=FULL")
-                .arg(format!("--log-error={}", error_log.display()))
-                .arg(format!(
-                    "--pid-file={}",
-                    dir.path().join("mysqld.pid").display()
-                ))
-                .arg("--innodb-buffer-pool-size=64M")
-                .arg("--skip-name-resolve")
-                .arg("--default-time-zone=+00:00")
-                .arg("--character-set-server=utf8mb4")
-                .arg("--collation-server=utf8mb4_general_ci");
+            let mut args = vec![
+                "--no-defaults".to_owned(),
+                format!("--datadir={}", datadir.display()),
+                format!("--socket={}", socket.display()),
+                format!("--tmpdir={}", tmpdir.display()),
+                format!("--port={port}"),
+                "--bind-address=127.0.0.1".to_owned(),
+                "--log-bin=binlog".to_owned(),
+                "--server-id=1".to_owned(),
+                "--binlog-format=ROW".to_owned(),
+                "--binlog-row-image=FULL".to_owned(),
+                format!("--log-error={}", error_log.display()),
+                format!("--pid-file={}", dir.path().join("mysqld.pid").display()),
+                "--innodb-buffer-pool-size=64M".to_owned(),
+                "--skip-name-resolve".to_owned(),
+                "--default-time-zone=+00:00".to_owned(),
+                "--character-set-server=utf8mb4".to_owned(),
+                "--collation-server=utf8mb4_general_ci".to_owned(),
+            ];
             if root {
-                cmd.arg("--user=root");
+                args.push("--user=root".to_owned());
             }
-            cmd.args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            let mut child = cmd.spawn().expect("spawn mariadbd");
+            args.extend(extra.iter().map(|a| a.to_string()));
+            let mut child = spawn_mariadbd(&args);
             match wait_ready(&mut child, &socket, &error_log) {
-                Ok(()) => break (child, port),
+                Ok(()) => break (child, args, port),
                 Err(log) if attempt < 3 && log.contains("already in use") => attempt += 1,
                 Err(log) => panic!("mariadbd did not start; error log:\n{log}"),
             }
@@ -160,6 +157,7 @@ impl MariaDb {
         let db = MariaDb {
             dir: Some(dir),
             child,
+            args,
             port,
             socket,
             error_log,
@@ -174,6 +172,56 @@ impl MariaDb {
             p = REPL_PASSWORD
         ));
         db
+    }
+
+    /// Clean shutdown (SIGTERM, as an init system sends), waiting for the exit.
+    pub fn stop(&mut self) {
+        self.signal("TERM");
+        let status = self.child.wait().expect("wait for mariadbd");
+        assert!(status.success(), "mariadbd shut down with {status}");
+    }
+
+    /// SIGKILL: a crash. InnoDB and the binlog recover at the next start.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again after `stop` or `kill`: same port, data
+    /// directory and arguments.
+    pub fn restart(&mut self) {
+        assert!(
+            self.child.try_wait().unwrap().is_some(),
+            "restart: mariadbd is still running"
+        );
+        self.child = spawn_mariadbd(&self.args);
+        if let Err(log) = wait_ready(&mut self.child, &self.socket, &self.error_log) {
+            panic!("mariadbd did not restart; error log:\n{log}");
+        }
+    }
+
+    /// SIGSTOP: the server hangs with its connections open, the kernel still
+    /// completes new TCP handshakes, and nothing answers.
+    pub fn freeze(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT after `freeze`.
+    pub fn thaw(&self) {
+        self.signal("CONT");
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} {} failed", self.pid());
     }
 
     pub fn error_log_text(&self) -> String {
@@ -198,14 +246,7 @@ impl MariaDb {
 
     /// A `mariadb` client command as root over the socket, batch mode, no headers.
     pub fn client(&self) -> Command {
-        let mut cmd = Command::new("mariadb");
-        cmd.arg("--no-defaults")
-            .arg("-uroot")
-            .arg(format!("--socket={}", self.socket.display()))
-            .arg("--default-character-set=utf8mb4")
-            .arg("-N")
-            .arg("-B");
-        cmd
+        client_command(&self.socket)
     }
 
     /// Runs a script through the `mariadb` client (fed on stdin) and returns stdout.
@@ -304,6 +345,29 @@ impl Drop for MariaDb {
             }
         }
     }
+}
+
+fn spawn_mariadbd(args: &[String]) -> Child {
+    Command::new(MARIADBD)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn mariadbd")
+}
+
+/// A `mariadb` client as root over `socket`, batch mode, no headers; for a
+/// thread that outlives a borrow of the server (a writer across restarts).
+pub fn client_command(socket: &Path) -> Command {
+    let mut cmd = Command::new("mariadb");
+    cmd.arg("--no-defaults")
+        .arg("-uroot")
+        .arg(format!("--socket={}", socket.display()))
+        .arg("--default-character-set=utf8mb4")
+        .arg("-N")
+        .arg("-B");
+    cmd
 }
 
 /// Waits until the server answers a ping on its socket. Err(error log) when it
