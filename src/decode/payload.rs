@@ -244,16 +244,7 @@ mod tests {
     /// A TRANSACTION_PAYLOAD event: header fields, then the payload; with
     /// the checksum the outer stream has.
     fn payload_event(fields: &[(u64, u64)], payload: &[u8]) -> Vec<u8> {
-        let mut body = Vec::new();
-        for (code, value) in fields {
-            let mut v = Vec::new();
-            lenenc(*value, &mut v);
-            lenenc(*code, &mut body);
-            lenenc(v.len() as u64, &mut body);
-            body.extend(v);
-        }
-        body.push(0); // end mark
-        body.extend(payload);
+        let body = transaction_payload_body(fields, payload);
         event_bytes(event_type::TRANSACTION_PAYLOAD, 4_000, &body, true)
     }
 
