@@ -407,6 +407,13 @@ impl Sluice {
     /// *now*: create the captured tables before calling this.
     pub fn new(db: &MariaDb, lake: &Path, state: &Path) -> Sluice {
         let (file, pos) = db.binlog_head();
+        let start = format!("{{ file = \"{file}\", pos = {pos} }}");
+        Self::with_source(db.url(), start, lake, state)
+    }
+
+    /// A configuration reading `url` (empty: none, for offline replay with
+    /// `binlog_dir` in `extra_source`) from `start` (a TOML value).
+    pub fn with_source(url: String, start: String, lake: &Path, state: &Path) -> Sluice {
         let dir = tempfile::Builder::new()
             .prefix("sluice-run-")
             .tempdir()
@@ -419,10 +426,10 @@ impl Sluice {
         Sluice {
             dir: Some(dir),
             config_path,
-            url: db.url(),
+            url,
             password: REPL_PASSWORD.to_owned(),
             server_id: 5401,
-            start: format!("{{ file = \"{file}\", pos = {pos} }}"),
+            start,
             include: vec![r"shop\..*".to_owned()],
             sink_url: lake.display().to_string(),
             lake,
