@@ -6,8 +6,15 @@
 #
 # Extra arguments go to `cargo test --release`. Integration tests start their
 # own mariadbd (temporary data directory, free port); this script never uses or
-# touches a MariaDB service running on the machine. Set SLUICE_TEST_MYSQL_URL to
-# run the suite against an existing MySQL 8 or MariaDB instead.
+# touches a MariaDB service running on the machine.
+#
+#   SLUICE_TEST_MYSQL_URL=mysql://root:pw@host:3306 scripts/test.sh
+#
+# runs the integration tests against that MySQL 8 (or MariaDB) server instead:
+# the user must create/drop databases and read the binlog (sluice uses it too);
+# each test works in databases of its own (sluicet_<hex>_shop, ...), so the
+# server may be shared. Tests that need a private server print
+# "skipped: needs a private server" (see them with -- --nocapture).
 # RUST_TEST_THREADS (default 2) bounds how many tests, and so servers, run at once.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

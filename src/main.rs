@@ -5,6 +5,12 @@ use clap::{Parser, Subcommand};
 use sluice::config::Config;
 use sluice::pipeline::{self, RunOptions};
 
+/// mimalloc returns freed buffers to the system promptly: with glibc's
+/// per-thread arenas, the builders' and the encoder's large, short-lived
+/// buffers kept RSS at twice the data held (BENCHMARKS.md).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Reads a MySQL/MariaDB binlog as a replica and writes Parquet into a lake, exactly once.
 #[derive(Parser)]
 #[command(name = "sluice", version)]

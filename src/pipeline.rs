@@ -2,7 +2,7 @@
 //! commit. One task reads events in stream order; every transaction
 //! boundary may become a checkpoint.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,18 @@ pub struct RunSummary {
     pub zero_dates: u64,
 }
 
+/// A table buffer on its way to the store: Parquet encoding on the blocking
+/// pool, then the upload.
+struct Flush {
+    task: tokio::task::JoinHandle<Result<DataFile>>,
+    /// The buffer's memory estimate, held until the file is written.
+    bytes: usize,
+}
+
+/// At most this many buffers are encoded and uploaded at once; the decoder
+/// waits for the oldest beyond that.
+const MAX_IN_FLIGHT: usize = 2;
+
 struct Pipeline<'a> {
     config: &'a Config,
     lake: Lake,
@@ -50,6 +62,9 @@ struct Pipeline<'a> {
     buffers: BTreeMap<String, TableBuffer>,
     /// Files written for the next checkpoint, not yet committed.
     pending: Vec<DataFile>,
+    /// Buffers being encoded and uploaded in the background, oldest first:
+    /// decoding goes on meanwhile. They become `pending` when done.
+    in_flight: VecDeque<Flush>,
     committed: Option<Manifest>,
     /// The cursor at the last transaction boundary.
     cursor: Cursor,
@@ -180,6 +195,7 @@ pub async fn run(
         plans: HashMap::new(),
         buffers: BTreeMap::new(),
         pending: Vec::new(),
+        in_flight: VecDeque::new(),
         gtid_state: start_gtid,
         streamed: false,
         next_seq: cursor.next_seq,
@@ -199,7 +215,8 @@ pub async fn run(
         summary: RunSummary::default(),
     };
 
-    if opts.until_caught_up && caught_up {
+    // Offline replay ends at the last file anyway.
+    if caught_up && (opts.until_caught_up || config.source.binlog_dir.is_some()) {
         info!(head = %head, "nothing to do: already at the binlog head");
         return Ok(p.summary);
     }
@@ -400,7 +417,13 @@ async fn open_offline(
                 pos: m.cursor.pos,
             };
             info!(manifest = m.seq, cursor = %at, "resuming offline replay from the newest manifest");
-            source::validate_position(&logs, &at)?;
+            // A closed file ends with a rotate that leaves the cursor at the
+            // start of the next file: until that file is copied here there
+            // is nothing more to replay (`caught_up`), which is no error.
+            let next_file_not_here_yet = at.pos == 4 && at > head;
+            if !next_file_not_here_yet {
+                source::validate_position(&logs, &at)?;
+            }
             at
         }
         (None, StartPosition::Earliest) => BinlogPosition {
@@ -553,7 +576,7 @@ impl Pipeline<'_> {
                     info!(cursor = %self.position(), "checkpointed, exiting");
                     return Ok(());
                 }
-                if self.checkpoint_due() || !self.pending.is_empty() {
+                if self.checkpoint_due() {
                     self.checkpoint().await?;
                 }
             }
@@ -572,6 +595,13 @@ impl Pipeline<'_> {
     /// from again: the last checkpoint's cursor. Re-reading assigns the same
     /// `_seq` and `_tx_seq` values, so a retry neither loses nor repeats a row.
     async fn rewind(&mut self) -> StreamStart {
+        // Let running uploads finish so that none lands after the re-read
+        // writes a file of the same name; their files go with the pending ones.
+        while let Some(flush) = self.in_flight.pop_front() {
+            if let Ok(Ok(file)) = flush.task.await {
+                self.pending.push(file);
+            }
+        }
         for f in std::mem::take(&mut self.pending) {
             if let Err(e) = self
                 .lake
@@ -630,6 +660,7 @@ impl Pipeline<'_> {
 
     fn dirty(&self) -> bool {
         !self.pending.is_empty()
+            || !self.in_flight.is_empty()
             || self.tracker.is_dirty()
             || self.buffers.values().any(|b| b.rows() > 0)
             || self.committed.as_ref().map(|m| &m.cursor) != Some(&self.cursor)
@@ -849,6 +880,11 @@ impl Pipeline<'_> {
     /// `max_rows` per table and `max_buffer_bytes` overall, honoured even
     /// inside a transaction: files written here are pending until the next
     /// checkpoint commits them.
+    ///
+    /// The budget covers the open buffers and those being encoded. A buffer
+    /// is sent off once the open ones pass half of it, so that one can be
+    /// encoded while the next fills; the decoder waits only when the
+    /// encoder falls behind.
     async fn apply_memory_limits(&mut self) -> Result<()> {
         let full: Vec<String> = self
             .buffers
@@ -860,22 +896,23 @@ impl Pipeline<'_> {
             self.flush_table(&name).await?;
         }
         let limit = self.config.flush.max_buffer_bytes;
-        while self
-            .buffers
-            .values()
-            .map(|b| b.approx_bytes())
-            .sum::<usize>()
-            > limit
-        {
+        let open = |p: &Self| p.buffers.values().map(|b| b.approx_bytes()).sum::<usize>();
+        while open(self) > limit / 2 {
             let largest = self
                 .buffers
                 .iter()
+                .filter(|(_, b)| b.rows() > 0)
                 .max_by_key(|(_, b)| b.approx_bytes())
                 .map(|(k, _)| k.clone());
             match largest {
                 Some(name) => self.flush_table(&name).await?,
                 None => break,
             }
+        }
+        while !self.in_flight.is_empty()
+            && open(self) + self.in_flight.iter().map(|f| f.bytes).sum::<usize>() > limit
+        {
+            self.finish_oldest_flush().await?;
         }
         Ok(())
     }
@@ -958,8 +995,19 @@ impl Pipeline<'_> {
         self.committed.as_ref().map(|m| m.seq).unwrap_or(0) + 1
     }
 
-    /// Writes one table's buffer as a pending Parquet file.
+    /// Sends one table's buffer off to become a pending Parquet file, and
+    /// waits for the oldest upload when too many are running.
     async fn flush_table(&mut self, name: &str) -> Result<()> {
+        self.start_flush(name)?;
+        while self.in_flight.len() > MAX_IN_FLIGHT {
+            self.finish_oldest_flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts encoding and uploading one table's buffer in the background.
+    /// The file's name is fixed here, so names follow the stream's order.
+    fn start_flush(&mut self, name: &str) -> Result<()> {
         let Some(buffer) = self.buffers.get_mut(name) else {
             return Ok(());
         };
@@ -967,11 +1015,12 @@ impl Pipeline<'_> {
             return Ok(());
         }
         let table = Arc::clone(&buffer.table);
+        let estimate = buffer.approx_bytes();
         let batch = buffer.finish()?;
-        let rows = batch.num_rows() as u64;
-        let bytes = tokio::task::spawn_blocking(move || sink::encode_parquet(&batch))
-            .await
-            .map_err(|e| Error::Lake(format!("parquet encoder task failed: {e}")))??;
+        debug!(table = %table.qualified_name(), estimate, arrow = batch.get_array_memory_size(), rows = batch.num_rows(), "flushing a buffer");
+        // What the batch holds, plus the encoder's pages and output, which
+        // stay below a third of it with zstd.
+        let bytes = batch.get_array_memory_size() * 4 / 3;
         let path = commit::data_file_path(
             &table.database,
             &table.name,
@@ -980,21 +1029,37 @@ impl Pipeline<'_> {
             &self.writer_id,
         );
         self.file_counter += 1;
-        let size = sink::put_file(
-            self.lake.store.as_ref(),
-            &path,
-            bytes,
-            self.config.sink.multipart_threshold,
-        )
-        .await?;
-        debug!(%path, rows, size, "wrote pending file");
-        self.pending.push(DataFile {
-            table: table.qualified_name(),
-            path: path.to_string(),
-            rows,
-            bytes: size,
-            schema_version: table.version,
+        let store = Arc::clone(&self.lake.store);
+        let threshold = self.config.sink.multipart_threshold;
+        let task = tokio::spawn(async move {
+            let rows = batch.num_rows() as u64;
+            let encoded = tokio::task::spawn_blocking(move || sink::encode_parquet(&batch))
+                .await
+                .map_err(|e| Error::Lake(format!("parquet encoder task failed: {e}")))??;
+            let size = sink::put_file(store.as_ref(), &path, encoded, threshold).await?;
+            debug!(%path, rows, size, "wrote pending file");
+            Ok(DataFile {
+                table: table.qualified_name(),
+                path: path.to_string(),
+                rows,
+                bytes: size,
+                schema_version: table.version,
+            })
         });
+        self.in_flight.push_back(Flush { task, bytes });
+        Ok(())
+    }
+
+    /// Waits for the oldest background flush; its file becomes pending.
+    async fn finish_oldest_flush(&mut self) -> Result<()> {
+        let Some(flush) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        let file = flush
+            .task
+            .await
+            .map_err(|e| Error::Lake(format!("flush task failed: {e}")))??;
+        self.pending.push(file);
         Ok(())
     }
 
@@ -1003,7 +1068,10 @@ impl Pipeline<'_> {
     async fn checkpoint(&mut self) -> Result<()> {
         let names: Vec<String> = self.buffers.keys().cloned().collect();
         for name in names {
-            self.flush_table(&name).await?;
+            self.start_flush(&name)?;
+        }
+        while !self.in_flight.is_empty() {
+            self.finish_oldest_flush().await?;
         }
         if !self.dirty() {
             return Ok(());

@@ -159,7 +159,12 @@ impl Workload {
 
 /// Feeds transactions through one long-lived `mariadb` client until `stop`;
 /// returns the number of transactions sent.
-fn run_writer(db_client: std::process::Command, seed: u64, stop: Arc<AtomicBool>) -> u64 {
+fn run_writer(
+    db_client: std::process::Command,
+    namespace: Namespace,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) -> u64 {
     let mut cmd = db_client;
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -173,7 +178,10 @@ fn run_writer(db_client: std::process::Command, seed: u64, stop: Arc<AtomicBool>
     let mut sent = 0;
     while !stop.load(Ordering::SeqCst) {
         let tx = workload.transaction();
-        if stdin.write_all(tx.as_bytes()).is_err() {
+        if stdin
+            .write_all(namespace.to_server(&tx).as_bytes())
+            .is_err()
+        {
             break; // the client died: reported below
         }
         stdin.flush().unwrap();
@@ -221,7 +229,8 @@ fn resumes_after_kill(backend: Backend, cycles: usize) {
     let writer = {
         let stop = stop.clone();
         let client = db.client();
-        std::thread::spawn(move || run_writer(client, seed, stop))
+        let namespace = db.namespace().clone();
+        std::thread::spawn(move || run_writer(client, namespace, seed, stop))
     };
 
     let mut manifests_per_cycle = Vec::new();

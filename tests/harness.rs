@@ -9,7 +9,9 @@ use common::*;
 
 #[test]
 fn harness_starts_private_mariadb() {
-    let db = MariaDb::start();
+    let Some(db) = MariaDb::start_private(&[]) else {
+        return;
+    };
     assert_ne!(db.port(), 3306, "never the system server");
     db.sql("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, s VARCHAR(20), b VARBINARY(4))");
     db.sql("INSERT INTO shop.t VALUES (1, 'a\tb', x'00ff'), (2, NULL, NULL), (3, 'back\\\\slash\nline', '')");
@@ -158,4 +160,22 @@ fn replay_follows_the_design_rule() {
     let map = replay(&rows, &[0]);
     assert_eq!(map.len(), 2);
     assert_eq!(map[&vec!["8".to_string()]][1].as_deref(), Some("z"));
+}
+
+/// `SLUICE_TEST_MYSQL_URL`: the SQL a test sends names its own databases.
+#[test]
+fn test_databases_are_renamed_on_a_shared_server() {
+    let ns = Namespace::with_prefix("sluicet_0123abcd_");
+    let sql = "CREATE DATABASE shop; CREATE DATABASE IF NOT EXISTS `other`; USE shop; \
+                   INSERT INTO shop.t SELECT * FROM `shop`.`u` WHERE v = 'shop'; \
+                   GRANT SELECT ON shop.* TO x; SELECT workshop.a, shops.b";
+    assert_eq!(
+            ns.to_server(sql),
+            "CREATE DATABASE sluicet_0123abcd_shop; CREATE DATABASE IF NOT EXISTS `sluicet_0123abcd_other`; \
+             USE sluicet_0123abcd_shop; INSERT INTO sluicet_0123abcd_shop.t SELECT * FROM \
+             `sluicet_0123abcd_shop`.`u` WHERE v = 'shop'; GRANT SELECT ON sluicet_0123abcd_shop.* TO x; \
+             SELECT workshop.a, shops.b"
+        );
+    assert_eq!(ns.filter(r"shop\..*"), r"sluicet_0123abcd_shop\..*");
+    assert_eq!(Namespace::default().to_server(sql), sql);
 }

@@ -177,7 +177,9 @@ UPDATE shop.labels SET qty = qty + 1;
 const GOODS_COLUMNS: [&str; 6] = ["id", "flag", "title", "cost", "state", "note"];
 
 fn lagging_replay(metadata: &str) {
-    let db = MariaDb::start_with(&[&format!("--binlog-row-metadata={metadata}")]);
+    let Some(db) = MariaDb::start_private(&[&format!("--binlog-row-metadata={metadata}")]) else {
+        return;
+    };
     let lake_dir = tempfile::tempdir().unwrap();
     let state_dir = tempfile::tempdir().unwrap();
     // The start position is taken before the first CREATE: everything is replayed.

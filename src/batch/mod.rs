@@ -92,10 +92,30 @@ pub struct TableBuffer {
     sql_values: Vec<Arc<str>>,
     rows: usize,
     approx_bytes: usize,
+    /// Fixed bytes every row takes in the builders, whatever its values.
+    row_fixed_bytes: usize,
+    /// Arrow memory per estimated byte, learned at each `finish`: builders
+    /// grow by doubling, and strings carry offsets the estimate leaves out.
+    scale: f64,
 }
 
-/// Fixed per-row cost of the CDC columns, for the memory estimate.
-const CDC_ROW_BYTES: usize = 64;
+/// Fixed per-row bytes of the CDC columns: dictionary keys, counters,
+/// offsets, the timestamp, null bits.
+const CDC_ROW_BYTES: usize = 1 + 8 + 8 + 4 + 8 + 4 + 8 + 4 + 2;
+
+/// Bytes one value takes in its Arrow builder before any variable-length data.
+fn fixed_width(t: &DataType) -> usize {
+    match t {
+        DataType::Int8 | DataType::UInt8 => 1,
+        DataType::Int16 | DataType::UInt16 => 2,
+        DataType::Int32 | DataType::UInt32 | DataType::Float32 | DataType::Date32 => 4,
+        DataType::Decimal128(..) => 16,
+        DataType::Decimal256(..) => 32,
+        // Offsets of strings, binaries and lists.
+        DataType::Utf8 | DataType::Binary | DataType::List(_) => 4,
+        _ => 8,
+    }
+}
 
 impl TableBuffer {
     pub fn new(table: Arc<TableSchema>) -> Self {
@@ -106,6 +126,14 @@ impl TableBuffer {
                 .map(|c| ColumnBuilder::new(&c.kind))
                 .collect()
         };
+        // Each column twice: the row and the `_before` image (nulls still
+        // take their slot).
+        let row_fixed_bytes = CDC_ROW_BYTES
+            + 2 * table
+                .columns
+                .iter()
+                .map(|c| fixed_width(&c.kind.arrow_type()))
+                .sum::<usize>();
         TableBuffer {
             schema: arrow_schema(&table),
             columns: builders(),
@@ -123,6 +151,8 @@ impl TableBuffer {
             sql_values: Vec::new(),
             rows: 0,
             approx_bytes: 0,
+            row_fixed_bytes,
+            scale: 2.0,
         }
     }
 
@@ -130,9 +160,11 @@ impl TableBuffer {
         self.rows
     }
 
-    /// An estimate of the memory the builders hold, kept cheaply per row.
+    /// An estimate of the memory the builders hold, kept cheaply per row:
+    /// the fixed width of every slot plus the row's bytes in the binlog (a
+    /// close bound on its variable-length data).
     pub fn approx_bytes(&self) -> usize {
-        self.approx_bytes
+        (self.approx_bytes as f64 * self.scale) as usize
     }
 
     /// Appends the CDC columns of one row; the decoder has appended (or will
@@ -165,7 +197,7 @@ impl TableBuffer {
             None => self.sql_keys.append_null(),
         }
         self.rows += 1;
-        self.approx_bytes += value_bytes + CDC_ROW_BYTES + 8 * self.columns.len();
+        self.approx_bytes += value_bytes + self.row_fixed_bytes + origin.gtid.map_or(0, str::len);
     }
 
     /// Appends a `truncate` marker row: every table column null.
@@ -200,9 +232,14 @@ impl TableBuffer {
             Arc::new(sql_values),
         )?));
         arrays.push(Arc::new(before));
+        let batch = RecordBatch::try_new(Arc::clone(&self.schema), arrays)?;
+        if self.rows >= 1024 {
+            let measured = batch.get_array_memory_size() as f64 / self.approx_bytes.max(1) as f64;
+            self.scale = measured.clamp(0.5, 8.0);
+        }
         self.rows = 0;
         self.approx_bytes = 0;
-        Ok(RecordBatch::try_new(Arc::clone(&self.schema), arrays)?)
+        Ok(batch)
     }
 }
 

@@ -3,7 +3,8 @@
 //! together into one event. [`expand_payload`] gives back the inner events.
 //!
 //! Layout (`Transaction_payload_event` in MySQL's
-//! `libs/mysql/binlog/event/control_events.h`): no post-header, then header
+//! `libs/mysql/binlog/event/control_events.h`): no post-header, whatever
+//! the format description says (see [`expand_payload`]), then header
 //! fields as triples of packed integers (`net_field_length`) — a type code,
 //! the length of the value, the value — closed by the end mark 0:
 //!
@@ -21,7 +22,6 @@
 
 use std::io::Read;
 
-use mysql_common::binlog::consts::EventType;
 use mysql_common::binlog::events::{Event, TransactionPayloadReader};
 
 use super::event_type;
@@ -57,11 +57,11 @@ const EVENT_HEADER_LEN: usize = 19;
 /// nests them; either would change how the rest of the stream is read).
 pub fn expand_payload(event: &Event) -> Result<Vec<Event>, String> {
     let fde = event.fde();
-    let post_header = fde.get_event_type_header_length(EventType::TRANSACTION_PAYLOAD_EVENT);
-    let body = event
-        .data()
-        .get(post_header as usize..)
-        .ok_or("TRANSACTION_PAYLOAD shorter than its post-header")?;
+    // The header fields start right after the common header. The format
+    // description's post-header length for this type is not looked up:
+    // MySQL 8 writes the type code (40) there instead of 0, and its own
+    // reader (`Transaction_payload_event`'s codec) ignores the entry too.
+    let body = event.data();
     let header = PayloadHeader::parse(body)?;
     let payload = &body[header.payload.clone()];
 
@@ -244,16 +244,7 @@ mod tests {
     /// A TRANSACTION_PAYLOAD event: header fields, then the payload; with
     /// the checksum the outer stream has.
     fn payload_event(fields: &[(u64, u64)], payload: &[u8]) -> Vec<u8> {
-        let mut body = Vec::new();
-        for (code, value) in fields {
-            let mut v = Vec::new();
-            lenenc(*value, &mut v);
-            lenenc(*code, &mut body);
-            lenenc(v.len() as u64, &mut body);
-            body.extend(v);
-        }
-        body.push(0); // end mark
-        body.extend(payload);
+        let body = transaction_payload_body(fields, payload);
         event_bytes(event_type::TRANSACTION_PAYLOAD, 4_000, &body, true)
     }
 
@@ -321,6 +312,20 @@ mod tests {
         let docs = docs.as_any().downcast_ref::<StringArray>().unwrap();
         assert_eq!(docs.value(0), r#"{"n": 5, "tag": "a"}"#);
         assert!(docs.is_null(1));
+    }
+
+    #[test]
+    fn the_post_header_length_mysql_8_announces_for_payloads_is_ignored() {
+        // MySQL 8's format description says 40 for TRANSACTION_PAYLOAD.
+        let mysql8 = fde(true).with_event_type_header_lengths(MYSQL_8_0_POST_HEADER_LENS.to_vec());
+        assert_eq!(
+            mysql8.get_event_type_header_length(
+                mysql_common::binlog::consts::EventType::TRANSACTION_PAYLOAD_EVENT
+            ),
+            40
+        );
+        let outer = Event::read(&mysql8, &zstd_payload_event(&inner_events())[..]).unwrap();
+        assert_eq!(expand_payload(&outer).unwrap().len(), 3);
     }
 
     #[test]

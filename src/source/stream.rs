@@ -88,11 +88,12 @@ impl EventStream {
             let (body, sum) = bytes.split_at(bytes.len() - 4);
             let expected = u32::from_le_bytes(sum.try_into().unwrap());
             if checksum(body) != expected {
+                let end = event.header().log_pos() as usize;
                 return Err(ServerFailure::Corrupt(format!(
-                    "checksum mismatch in a {}-byte event of type {} (end position {})",
+                    "checksum mismatch in the {}-byte event of type {} at position {} (ending at {end})",
                     bytes.len(),
                     bytes[4],
-                    event.header().log_pos()
+                    end.saturating_sub(bytes.len())
                 )));
             }
         }

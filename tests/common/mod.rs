@@ -5,7 +5,8 @@
 //! Every test starts its own server on a free loopback port in a temporary
 //! directory, so tests run in parallel and never touch a server configured by
 //! hand. Set `SLUICE_TEST_KEEP=1` to keep the temporary directories of a
-//! failing test for inspection.
+//! failing test for inspection. `SLUICE_TEST_MYSQL_URL` runs them against an
+//! existing server instead (see `external.rs`).
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -23,7 +24,9 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod external;
 mod store;
+pub use external::*;
 #[allow(unused_imports)]
 pub use store::*;
 
@@ -72,12 +75,14 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// killed and removed on drop.
 pub struct MariaDb {
     dir: Option<TempDir>,
-    child: Child,
+    /// None on the server of `SLUICE_TEST_MYSQL_URL`.
+    child: Option<Child>,
     /// The full `mariadbd` command line, for `restart`.
     args: Vec<String>,
     port: u16,
     socket: PathBuf,
     error_log: PathBuf,
+    namespace: Namespace,
 }
 
 impl MariaDb {
@@ -86,8 +91,16 @@ impl MariaDb {
     }
 
     /// Starts a server; `extra` arguments come last, so they override the defaults
-    /// (e.g. `--binlog-format=STATEMENT`).
+    /// (e.g. `--binlog-format=STATEMENT`). Tests that need such a server use
+    /// `start_private`, which skips them on `SLUICE_TEST_MYSQL_URL`.
     pub fn start_with(extra: &[&str]) -> MariaDb {
+        if let Some(server) = external_server() {
+            assert!(
+                extra.is_empty(),
+                "SLUICE_TEST_MYSQL_URL is set: a test that passes {extra:?} needs a private server; start it with MariaDb::start_private"
+            );
+            return MariaDb::on_external(server);
+        }
         let dir = tempfile::Builder::new()
             .prefix("sluice-mariadb-")
             .tempdir()
@@ -156,11 +169,12 @@ impl MariaDb {
         };
         let db = MariaDb {
             dir: Some(dir),
-            child,
+            child: Some(child),
             args,
             port,
             socket,
             error_log,
+            namespace: Namespace::default(),
         };
         db.sql(&format!(
             "CREATE USER 'repl'@'%' IDENTIFIED BY '{p}';
@@ -177,25 +191,34 @@ impl MariaDb {
     /// Clean shutdown (SIGTERM, as an init system sends), waiting for the exit.
     pub fn stop(&mut self) {
         self.signal("TERM");
-        let status = self.child.wait().expect("wait for mariadbd");
+        let status = self.process().wait().expect("wait for mariadbd");
         assert!(status.success(), "mariadbd shut down with {status}");
     }
 
     /// SIGKILL: a crash. InnoDB and the binlog recover at the next start.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.process();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The private server's process (tests that control the server start
+    /// it with `start_private`/`start_with`, never on the external one).
+    fn process(&mut self) -> &mut Child {
+        self.child
+            .as_mut()
+            .expect("controlling the server needs a private mariadbd")
     }
 
     /// Starts the server again after `stop` or `kill`: same port, data
     /// directory and arguments.
     pub fn restart(&mut self) {
         assert!(
-            self.child.try_wait().unwrap().is_some(),
+            self.process().try_wait().unwrap().is_some(),
             "restart: mariadbd is still running"
         );
-        self.child = spawn_mariadbd(&self.args);
-        if let Err(log) = wait_ready(&mut self.child, &self.socket, &self.error_log) {
+        let child = self.child.insert(spawn_mariadbd(&self.args));
+        if let Err(log) = wait_ready(child, &self.socket, &self.error_log) {
             panic!("mariadbd did not restart; error log:\n{log}");
         }
     }
@@ -212,7 +235,10 @@ impl MariaDb {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child
+            .as_ref()
+            .expect("the external server has no pid here")
+            .id()
     }
 
     fn signal(&self, name: &str) {
@@ -241,17 +267,40 @@ impl MariaDb {
     }
 
     pub fn url(&self) -> String {
-        format!("mysql://repl@127.0.0.1:{}", self.port)
+        match self.external() {
+            Some(s) => format!("mysql://{}@{}:{}", s.user, s.host, s.port),
+            None => format!("mysql://repl@127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// The password of `url`'s user.
+    pub fn password(&self) -> String {
+        match self.external() {
+            Some(s) => s.password.clone(),
+            None => REPL_PASSWORD.to_owned(),
+        }
     }
 
     /// A `mariadb` client command as root over the socket, batch mode, no headers.
+    /// (On `SLUICE_TEST_MYSQL_URL`, over TCP as the URL's user: feed it SQL
+    /// through `namespace().to_server`.)
     pub fn client(&self) -> Command {
-        client_command(&self.socket)
+        match self.external() {
+            Some(server) => {
+                let mut cmd = MariaDb::external_client(server);
+                cmd.arg("--default-character-set=utf8mb4")
+                    .arg("-N")
+                    .arg("-B");
+                cmd
+            }
+            None => client_command(&self.socket),
+        }
     }
 
     /// Runs a script through the `mariadb` client (fed on stdin) and returns stdout.
     /// Panics with the client's stderr on failure.
     pub fn sql(&self, script: &str) -> String {
+        let script = self.namespace.to_server(script);
         let mut child = self
             .client()
             .stdin(Stdio::piped())
@@ -261,7 +310,7 @@ impl MariaDb {
             .expect("spawn mariadb client");
         {
             let mut stdin = child.stdin.take().unwrap();
-            let script = script.to_owned();
+            let script = script.to_string();
             // Write from a thread so a large result cannot dead-lock against a large script.
             std::thread::spawn(move || {
                 let _ = stdin.write_all(script.as_bytes());
@@ -275,7 +324,8 @@ impl MariaDb {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        String::from_utf8(out.stdout).expect("client output is UTF-8")
+        let text = String::from_utf8(out.stdout).expect("client output is UTF-8");
+        strip_namespaces(&text).into_owned()
     }
 
     /// Runs a query and parses the batch output: tab separated, `NULL` → None,
@@ -337,8 +387,12 @@ impl MariaDb {
 
 impl Drop for MariaDb {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let Some(child) = self.child.as_mut() else {
+            self.drop_test_databases();
+            return;
+        };
+        let _ = child.kill();
+        let _ = child.wait();
         if keep_dirs() {
             if let Some(dir) = self.dir.take() {
                 eprintln!("keeping MariaDB dir {}", dir.keep().display());
@@ -464,6 +518,9 @@ pub struct Sluice {
     pub rust_log: String,
     /// Timeout for `run_until_caught_up` and friends.
     pub timeout: Duration,
+    /// The source's database renaming (`SLUICE_TEST_MYSQL_URL`), applied to
+    /// `include` and to table arguments; sluice's output is read back without it.
+    pub namespace: Namespace,
 }
 
 impl Sluice {
@@ -471,6 +528,16 @@ impl Sluice {
     /// *now*: create the captured tables before calling this.
     pub fn new(db: &MariaDb, lake: &Path, state: &Path) -> Sluice {
         let (file, pos) = db.binlog_head();
+        let start = format!("{{ file = \"{file}\", pos = {pos} }}");
+        let mut sluice = Self::with_source(db.url(), start, lake, state);
+        sluice.password = db.password();
+        sluice.namespace = db.namespace().clone();
+        sluice
+    }
+
+    /// A configuration reading `url` (empty: none, for offline replay with
+    /// `binlog_dir` in `extra_source`) from `start` (a TOML value).
+    pub fn with_source(url: String, start: String, lake: &Path, state: &Path) -> Sluice {
         let dir = tempfile::Builder::new()
             .prefix("sluice-run-")
             .tempdir()
@@ -483,10 +550,10 @@ impl Sluice {
         Sluice {
             dir: Some(dir),
             config_path,
-            url: db.url(),
+            url,
             password: REPL_PASSWORD.to_owned(),
             server_id: 5401,
-            start: format!("{{ file = \"{file}\", pos = {pos} }}"),
+            start,
             include: vec![r"shop\..*".to_owned()],
             sink_url: lake.display().to_string(),
             lake,
@@ -501,6 +568,7 @@ impl Sluice {
             extra: String::new(),
             rust_log: std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
             timeout: Duration::from_secs(300),
+            namespace: Namespace::default(),
         }
     }
 
@@ -516,7 +584,7 @@ impl Sluice {
         let include = self
             .include
             .iter()
-            .map(|r| format!("'{r}'"))
+            .map(|r| format!("'{}'", self.namespace.filter(r)))
             .collect::<Vec<_>>()
             .join(", ");
         format!(
@@ -587,9 +655,13 @@ impl Sluice {
         let out_path = self.work_dir().join(format!("run-{n}.stdout"));
         let err_path = self.work_dir().join(format!("run-{n}.stderr"));
         let mut cmd = self.command(args);
-        cmd.args(trailing)
-            .stdout(File::create(&out_path).unwrap())
-            .stderr(File::create(&err_path).unwrap());
+        cmd.args(
+            trailing
+                .iter()
+                .map(|a| self.namespace.to_server(a).into_owned()),
+        )
+        .stdout(File::create(&out_path).unwrap())
+        .stderr(File::create(&err_path).unwrap());
         let mut child = cmd.spawn().expect("spawn sluice");
         let deadline = Instant::now() + self.timeout;
         let status = loop {
@@ -607,10 +679,16 @@ impl Sluice {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
+        let read = |path: &Path| {
+            let bytes = fs::read(path).unwrap_or_default();
+            strip_namespaces(&String::from_utf8_lossy(&bytes))
+                .into_owned()
+                .into_bytes()
+        };
         Output {
             status,
-            stdout: fs::read(&out_path).unwrap_or_default(),
-            stderr: fs::read(&err_path).unwrap_or_default(),
+            stdout: read(&out_path),
+            stderr: read(&err_path),
         }
     }
 
@@ -735,7 +813,8 @@ impl Running {
     }
 
     pub fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        strip_namespaces(&text).into_owned()
     }
 
     pub fn log_tail(&self, lines: usize) -> String {
@@ -838,7 +917,8 @@ pub fn manifest_path(root: &Path, seq: u64) -> PathBuf {
         .join(format!("{seq:020}.json"))
 }
 
-/// Every regular file under `root` outside `_sluice/`, as paths relative to root.
+/// Every regular file under `root` outside `_sluice/`, as paths relative to
+/// root (database names as the test wrote them, see `external.rs`).
 pub fn data_files(root: &Path) -> BTreeSet<String> {
     fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
         let Ok(entries) = fs::read_dir(dir) else {
@@ -857,7 +937,7 @@ pub fn data_files(root: &Path) -> BTreeSet<String> {
             if path.is_dir() {
                 walk(&path, root, out);
             } else {
-                out.insert(rel);
+                out.insert(strip_namespaces(&rel).into_owned());
             }
         }
     }
@@ -970,7 +1050,7 @@ impl Lake {
                 let table = entry["table"].as_str().unwrap().to_owned();
                 let rel = entry["path"].as_str().unwrap().to_owned();
                 assert!(
-                    listed.insert(rel.clone()),
+                    listed.insert(strip_namespaces(&rel).into_owned()),
                     "{rel} is listed by more than one manifest"
                 );
                 let (db, tbl) = table.split_once('.').expect("table is db.table");
@@ -1006,8 +1086,8 @@ impl Lake {
                 *totals.entry(table.clone()).or_default() += rows;
                 files.push(LakeFile {
                     manifest_seq: mseq,
-                    table,
-                    path: rel,
+                    table: strip_namespaces(&table).into_owned(),
+                    path: strip_namespaces(&rel).into_owned(),
                     rows,
                     schema,
                     batches,
@@ -1030,6 +1110,11 @@ impl Lake {
             "files under the lake root that no manifest lists: {orphans:#?}"
         );
 
+        // Table names as the test wrote them (see `external.rs`).
+        let manifests = manifests
+            .into_iter()
+            .map(|m| serde_json::from_str(&strip_namespaces(&m.to_string())).unwrap())
+            .collect();
         let lake = Lake {
             root: root.to_owned(),
             manifests,
@@ -1218,7 +1303,7 @@ pub fn batch_rows(batch: &RecordBatch, manifest_seq: u64) -> Vec<Row> {
                 ts.as_primitive_opt::<TimestampMillisecondType>()
                     .map(|a| a.value(i))
             },
-            sql: str_value(sql.as_ref(), i),
+            sql: str_value(sql.as_ref(), i).map(|s| strip_namespaces(&s).into_owned()),
             values,
             before: before_values,
         });

@@ -17,7 +17,9 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tempfile::TempDir;
 
-use super::{free_port, keep_dirs, manifest_path, manifest_paths, Lake, MariaDb, Sluice};
+use super::{
+    free_port, keep_dirs, manifest_path, manifest_paths, strip_namespaces, Lake, MariaDb, Sluice,
+};
 
 /// Credentials moto accepts (it checks none); never real ones.
 pub const TEST_ACCESS_KEY: &str = "sluice-test";
@@ -336,6 +338,7 @@ impl TestLake {
                 .objects()
                 .into_iter()
                 .filter(|p| !p.starts_with("_sluice/"))
+                .map(|p| strip_namespaces(&p).into_owned())
                 .collect(),
         }
     }
