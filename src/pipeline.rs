@@ -367,9 +367,8 @@ async fn open_source(config: &Config, committed: Option<&Manifest>) -> Result<So
         (StreamStart::Gtid(g), Some(h)) => g.covers(h),
         (StreamStart::Gtid(_), None) => false,
     };
-    let tables = bootstrap::read_tables(&mut conn, &config.filter).await?;
-    let db_charsets = bootstrap::database_charsets(&mut conn).await?;
-    let server_charset = bootstrap::server_charset(&mut conn).await?;
+    let (tables, db_charsets, server_charset) =
+        bootstrap::read_shapes(&mut conn, &config.filter).await?;
     Ok(SourceSetup {
         server,
         start,
@@ -469,11 +468,7 @@ async fn open_offline(
     )?;
     let (tables, db_charsets, server_charset) = if cfg.has_server() {
         let mut conn = source::connect(cfg).await?;
-        (
-            bootstrap::read_tables(&mut conn, &config.filter).await?,
-            bootstrap::database_charsets(&mut conn).await?,
-            bootstrap::server_charset(&mut conn).await?,
-        )
+        bootstrap::read_shapes(&mut conn, &config.filter).await?
     } else {
         (BTreeMap::new(), BTreeMap::new(), "utf8mb4".to_string())
     };

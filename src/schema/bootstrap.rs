@@ -78,3 +78,19 @@ pub async fn server_charset(conn: &mut mysql_async::Conn) -> Result<String> {
         .map_err(|e| Error::Preflight(format!("reading @@character_set_server: {e}")))?;
     Ok(cs.unwrap_or_else(|| "utf8mb4".into()))
 }
+
+/// The shapes, database charsets and server charset a schema bootstrap needs.
+pub async fn read_shapes(
+    conn: &mut mysql_async::Conn,
+    filter: &TableFilter,
+) -> Result<(
+    BTreeMap<(String, String), TableSchema>,
+    BTreeMap<String, String>,
+    String,
+)> {
+    Ok((
+        read_tables(conn, filter).await?,
+        database_charsets(conn).await?,
+        server_charset(conn).await?,
+    ))
+}

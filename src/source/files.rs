@@ -28,7 +28,8 @@ pub fn list(dir: &Path) -> Result<Vec<(String, u64)>> {
             dir.display()
         ))
     })?;
-    let mut files: Vec<(String, u64, u64)> = Vec::new();
+    // (name, stem, number, size)
+    let mut files: Vec<(String, String, u64, u64)> = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some((stem, number)) = name.rsplit_once('.') else {
@@ -41,14 +42,16 @@ pub fn list(dir: &Path) -> Result<Vec<(String, u64)>> {
         if !meta.is_file() {
             continue;
         }
-        files.push((name.clone(), number.parse().unwrap_or(0), meta.len()));
+        files.push((
+            name.clone(),
+            stem.to_string(),
+            number.parse().unwrap_or(0),
+            meta.len(),
+        ));
     }
-    files.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
-    if let Some(stem) = files
-        .first()
-        .map(|f| f.0.rsplit_once('.').unwrap().0.to_string())
-    {
-        files.retain(|f| f.0.rsplit_once('.').unwrap().0 == stem);
+    files.sort_by(|a, b| (a.2, &a.0).cmp(&(b.2, &b.0)));
+    if let Some(stem) = files.first().map(|f| f.1.clone()) {
+        files.retain(|f| f.1 == stem);
     }
     if files.is_empty() {
         return Err(Error::Preflight(format!(
@@ -56,7 +59,7 @@ pub fn list(dir: &Path) -> Result<Vec<(String, u64)>> {
             dir.display()
         )));
     }
-    Ok(files.into_iter().map(|(n, _, size)| (n, size)).collect())
+    Ok(files.into_iter().map(|(n, _, _, size)| (n, size)).collect())
 }
 
 /// What the first file's format description says about the server.
