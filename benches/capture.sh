@@ -117,8 +117,10 @@ SQL
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
-# FLUSH BINARY LOGS above put the DDL in the first file; the rows start in the second.
-sql -N -B -e 'SHOW BINARY LOGS' | tail -n +2 | cut -f1 >"$tmp/files"
+# FLUSH BINARY LOGS above put the DDL in the first file and the rows in the
+# second; both are kept, so that the offline replay benchmark learns the
+# tables' shapes from the CREATE TABLE statements as `sluice run` does.
+sql -N -B -e 'SHOW BINARY LOGS' | cut -f1 >"$tmp/files"
 sql -e 'FLUSH BINARY LOGS'
 while read -r f; do
     cp "$tmp/data/$f" "$OUT/$f"

@@ -17,7 +17,11 @@
 //!   batch, encoded as zstd Parquet by `sink::encode_parquet`;
 //! - `binlog_file/decode`: the captured binlog file parsed event by event
 //!   (mysql_common's reader, checksums included) with every rows event
-//!   decoded into builders: the decode stage without network or Parquet.
+//!   decoded into builders: the decode stage without network or Parquet;
+//! - `offline_replay/binlog_to_lake`: the whole of `sluice run` over the
+//!   captured files (`[source] binlog_dir`): the offline reader thread,
+//!   checksums, schema history from the in-stream DDL, decoding, zstd
+//!   Parquet into a fresh local lake and the committed manifest.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
@@ -32,7 +36,9 @@ use mysql_common::binlog::events::{Event, TableMapEvent};
 use mysql_common::binlog::BinlogFile;
 
 use sluice::batch::{RowOrigin, TableBuffer};
+use sluice::config::Config;
 use sluice::decode::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
+use sluice::pipeline::{self, RunOptions};
 use sluice::schema::{ColumnDef, TableSchema};
 use sluice::sink::encode_parquet;
 
@@ -306,6 +312,48 @@ fn benches(c: &mut Criterion) {
             black_box(buffers);
             rows
         })
+    });
+    group.finish();
+
+    offline_replay(c, &dir, bytes);
+}
+
+/// `sluice run` over the captured binlog files, into a fresh lake per
+/// iteration: binlog bytes to committed Parquet, as a user runs it.
+fn offline_replay(c: &mut Criterion, dir: &Path, bytes: u64) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let run = |scratch: &Path| {
+        let config = Config::parse(&format!(
+            "[source]\nbinlog_dir = \"{}\"\nserver_id = 9\nstart = \"earliest\"\n\
+             [sink]\nurl = \"{}\"\n[state]\ndir = \"{}\"\n",
+            dir.display(),
+            scratch.join("lake").display(),
+            scratch.join("state").display()
+        ))
+        .expect("offline config");
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let opts = RunOptions {
+            until_caught_up: true,
+        };
+        runtime
+            .block_on(pipeline::run(&config, opts, shutdown))
+            .expect("offline replay")
+    };
+    let rows = run(tempfile::tempdir().expect("tempdir").path()).rows;
+    let mut group = c.benchmark_group("offline_replay");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    group.throughput(Throughput::Bytes(bytes));
+    eprintln!("offline_replay: {rows} row changes per iteration");
+    group.bench_function("binlog_to_lake", |b| {
+        b.iter_batched(
+            || tempfile::tempdir().expect("tempdir"),
+            |scratch| run(scratch.path()).rows,
+            criterion::BatchSize::PerIteration,
+        )
     });
     group.finish();
 }

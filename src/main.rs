@@ -5,12 +5,6 @@ use clap::{Parser, Subcommand};
 use sluice::config::Config;
 use sluice::pipeline::{self, RunOptions};
 
-/// mimalloc returns freed buffers to the system promptly: with glibc's
-/// per-thread arenas, the builders' and the encoder's large, short-lived
-/// buffers kept RSS at twice the data held (BENCHMARKS.md).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Reads a MySQL/MariaDB binlog as a replica and writes Parquet into a lake, exactly once.
 #[derive(Parser)]
 #[command(name = "sluice", version)]
@@ -82,6 +76,7 @@ enum SchemaCommand {
 }
 
 fn main() -> ExitCode {
+    tune_malloc();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -183,3 +178,36 @@ async fn wait_for_signal() {
         }
     }
 }
+
+/// sluice's memory is a few large buffers that live for one flush: Arrow
+/// builders growing to tens of MiB, the batch being encoded, the Parquet
+/// pages and output. With glibc's defaults the mmap threshold rises to
+/// 32 MiB after the first large free, so those buffers come from the heap
+/// arenas instead, where they fragment: peak RSS was 1.7 × the data held.
+/// Fixing the threshold at 512 KiB sends them to mmap, returned to the
+/// system as soon as they are freed, and two arenas (the decoder's and one
+/// for the encoders) stop per-thread arenas from each keeping their own
+/// high-water mark. Figures in BENCHMARKS.md ("Memory"). A user who tunes
+/// malloc through the environment keeps their settings.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn tune_malloc() {
+    let tuned_by_user = [
+        "GLIBC_TUNABLES",
+        "MALLOC_MMAP_THRESHOLD_",
+        "MALLOC_ARENA_MAX",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some());
+    if tuned_by_user {
+        return;
+    }
+    // SAFETY: mallopt only changes allocator parameters; it is called
+    // before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 512 * 1024);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn tune_malloc() {}

@@ -1012,10 +1012,12 @@ impl Pipeline<'_> {
         let table = Arc::clone(&buffer.table);
         let estimate = buffer.approx_bytes();
         let batch = buffer.finish()?;
-        debug!(table = %table.qualified_name(), estimate, arrow = batch.get_array_memory_size(), rows = batch.num_rows(), "flushing a buffer");
-        // What the batch holds, plus the encoder's pages and output, which
-        // stay below a third of it with zstd.
-        let bytes = batch.get_array_memory_size() * 4 / 3;
+        let arrow = batch.get_array_memory_size();
+        debug!(table = %table.qualified_name(), estimate, arrow, rows = batch.num_rows(), "flushing a buffer");
+        // What the batch holds, plus the encoder's compressed pages of the
+        // row group and the file's bytes: each up to a quarter of the batch
+        // with zstd on these tables.
+        let bytes = arrow * 3 / 2;
         let path = commit::data_file_path(
             &table.database,
             &table.name,
