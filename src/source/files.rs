@@ -11,13 +11,12 @@ use std::path::{Path, PathBuf};
 
 use tokio::sync::mpsc;
 
-use super::replica::{Packet, ServerFailure};
+use super::replica::{Packet, Packets, ServerFailure, BATCH_BYTES, BATCH_PACKETS, READ_AHEAD};
 use super::BinlogPosition;
 use crate::error::{Error, Result};
 
 const HEADER_LEN: usize = 19;
 const MAGIC: &[u8; 4] = b"\xfebin";
-const READ_AHEAD: usize = 256;
 
 /// The binlog files of `dir` in order, with their sizes: every `<stem>.<number>`
 /// sharing the stem of the first such file, sorted by number.
@@ -105,7 +104,7 @@ pub fn describe(path: &Path) -> Result<FileServer> {
 }
 
 /// Starts the reader thread at `start`, returning the packet channel.
-pub fn open(dir: &Path, start: &BinlogPosition, checksum: bool) -> Result<mpsc::Receiver<Packet>> {
+pub fn open(dir: &Path, start: &BinlogPosition, checksum: bool) -> Result<mpsc::Receiver<Packets>> {
     let files = list(dir)?;
     let first = files
         .iter()
@@ -126,9 +125,12 @@ pub fn open(dir: &Path, start: &BinlogPosition, checksum: bool) -> Result<mpsc::
     std::thread::Builder::new()
         .name("sluice-binlog-files".into())
         .spawn(move || {
-            if let Err(e) = read_files(&paths, pos, checksum, &tx) {
-                let _ = tx.blocking_send(Err(e));
+            let mut out = Batcher::new(&tx);
+            let ended = read_files(&paths, pos, checksum, &mut out);
+            if let Err(e) = ended {
+                out.push(Err(e));
             }
+            out.flush();
         })
         .map_err(|e| Error::Preflight(format!("cannot start the binlog file reader: {e}")))?;
     Ok(rx)
@@ -138,7 +140,7 @@ fn read_files(
     paths: &[(String, PathBuf)],
     mut pos: u64,
     checksum: bool,
-    tx: &mpsc::Sender<Packet>,
+    out: &mut Batcher<'_>,
 ) -> std::result::Result<(), ServerFailure> {
     for (name, path) in paths {
         let io = |e: std::io::Error| ServerFailure::Io(format!("{}: {e}", path.display()));
@@ -151,10 +153,7 @@ fn read_files(
                 path.display()
             )));
         }
-        if tx
-            .blocking_send(Ok(rotate_packet(name, pos.max(4), checksum)))
-            .is_err()
-        {
+        if !out.push(Ok(rotate_packet(name, pos.max(4), checksum))) {
             return Ok(());
         }
         // The format description first, then from the start position on.
@@ -163,14 +162,14 @@ fn read_files(
             continue;
         };
         let after_fde = 4 + (fde.len() - 1) as u64;
-        if tx.blocking_send(Ok(fde)).is_err() {
+        if !out.push(Ok(fde)) {
             return Ok(());
         }
         if pos > after_fde {
             r.seek(SeekFrom::Start(pos)).map_err(io)?;
         }
         while let Some(packet) = read_event(&mut r).map_err(io)? {
-            if tx.blocking_send(Ok(packet)).is_err() {
+            if !out.push(Ok(packet)) {
                 return Ok(());
             }
         }
@@ -178,6 +177,43 @@ fn read_files(
         pos = 4;
     }
     Ok(())
+}
+
+/// Gathers packets into batches for the channel (see `replica::BATCH_BYTES`).
+struct Batcher<'a> {
+    tx: &'a mpsc::Sender<Packets>,
+    batch: Packets,
+    bytes: usize,
+}
+
+impl<'a> Batcher<'a> {
+    fn new(tx: &'a mpsc::Sender<Packets>) -> Self {
+        Batcher {
+            tx,
+            batch: Vec::with_capacity(BATCH_PACKETS),
+            bytes: 0,
+        }
+    }
+
+    /// Adds a packet, sending the batch when it is full; `false` once the
+    /// stream has been dropped and reading should stop.
+    fn push(&mut self, packet: Packet) -> bool {
+        self.bytes += packet.as_ref().map_or(0, Vec::len);
+        self.batch.push(packet);
+        if self.batch.len() >= BATCH_PACKETS || self.bytes >= BATCH_BYTES {
+            return self.flush();
+        }
+        true
+    }
+
+    fn flush(&mut self) -> bool {
+        if self.batch.is_empty() {
+            return true;
+        }
+        self.bytes = 0;
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_PACKETS));
+        self.tx.blocking_send(batch).is_ok()
+    }
 }
 
 /// One event with a leading status byte, like a server's packet; `None` at
@@ -234,4 +270,40 @@ pub(crate) fn rotate_packet(name: &str, pos: u64, checksum: bool) -> Vec<u8> {
         p.extend_from_slice(&crc.to_le_bytes());
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_keep_order_and_close_at_the_packet_and_byte_bounds() {
+        let (tx, mut rx) = mpsc::channel(READ_AHEAD);
+        let reader = std::thread::spawn(move || {
+            let mut out = Batcher::new(&tx);
+            // 300 small packets, then two of 200 KiB: the byte bound closes
+            // the batch holding the second.
+            for i in 0..300u32 {
+                assert!(out.push(Ok(i.to_le_bytes().to_vec())));
+            }
+            assert!(out.push(Ok(vec![1; 200 * 1024])));
+            assert!(out.push(Ok(vec![2; 200 * 1024])));
+            assert!(out.push(Err(ServerFailure::Io("the end".into()))));
+            out.flush();
+        });
+        let mut sizes = Vec::new();
+        let mut seen = Vec::new();
+        while let Some(batch) = rx.blocking_recv() {
+            sizes.push(batch.len());
+            seen.extend(batch);
+        }
+        reader.join().unwrap();
+        assert_eq!(sizes, vec![128, 128, 46, 1]);
+        for (i, p) in seen[..300].iter().enumerate() {
+            assert_eq!(p.as_ref().unwrap(), &(i as u32).to_le_bytes().to_vec());
+        }
+        assert_eq!(seen[300].as_ref().unwrap()[0], 1);
+        assert_eq!(seen[301].as_ref().unwrap()[0], 2);
+        assert!(matches!(&seen[302], Err(ServerFailure::Io(m)) if m == "the end"));
+    }
 }

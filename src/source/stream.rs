@@ -10,7 +10,7 @@ use mysql_common::binlog::events::Event;
 use mysql_common::binlog::EventStreamReader;
 use tokio::sync::mpsc;
 
-use super::replica::{Packet, ServerFailure};
+use super::replica::{Packet, Packets, ServerFailure};
 
 pub struct EventStream {
     feed: Feed,
@@ -18,14 +18,15 @@ pub struct EventStream {
 }
 
 enum Feed {
-    Packets(mpsc::Receiver<Packet>),
+    /// Batches from a reader, and what is left of the batch in hand.
+    Packets(mpsc::Receiver<Packets>, std::vec::IntoIter<Packet>),
     Mysql(Box<mysql_async::BinlogStream>),
 }
 
 impl EventStream {
-    pub fn from_packets(rx: mpsc::Receiver<Packet>) -> EventStream {
+    pub fn from_packets(rx: mpsc::Receiver<Packets>) -> EventStream {
         EventStream {
-            feed: Feed::Packets(rx),
+            feed: Feed::Packets(rx, Vec::new().into_iter()),
             reader: EventStreamReader::new(BinlogVersion::Version4),
         }
     }
@@ -48,12 +49,18 @@ impl EventStream {
                 },
                 other => ServerFailure::Io(other.to_string()),
             })),
-            Feed::Packets(rx) => {
-                let packet = match rx.recv().await? {
-                    Ok(p) => p,
-                    Err(e) => return Some(Err(e)),
+            Feed::Packets(rx, batch) => {
+                let packet = match batch.next() {
+                    Some(p) => p,
+                    None => {
+                        *batch = rx.recv().await?.into_iter();
+                        batch.next()?
+                    }
                 };
-                Some(self.parse(&packet[1..]))
+                match packet {
+                    Ok(p) => Some(self.parse(&p[1..])),
+                    Err(e) => Some(Err(e)),
+                }
             }
         }
     }
