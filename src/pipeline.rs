@@ -716,6 +716,7 @@ impl Pipeline<'_> {
             }
             et::FORMAT_DESCRIPTION => {
                 *saw_fde = true;
+                self.pass_file_header(end);
                 Ok(false)
             }
             et::MARIADB_GTID => {
@@ -747,6 +748,11 @@ impl Pipeline<'_> {
                         self.gtid_state.add_range(&key, iv.start(), iv.end().saturating_sub(1));
                     }
                 }
+                self.pass_file_header(end);
+                Ok(false)
+            }
+            et::MYSQL_PREVIOUS_GTIDS | et::MARIADB_GTID_LIST | et::MARIADB_BINLOG_CHECKPOINT => {
+                self.pass_file_header(end);
                 Ok(false)
             }
             et::QUERY => {
@@ -802,6 +808,18 @@ impl Pipeline<'_> {
                 "compressed binlog events (log_bin_compress=ON) are not supported; set log_bin_compress=OFF on the source".into(),
             )),
             _ => Ok(false),
+        }
+    }
+
+    /// The events a binlog file begins with (format description, GTID list,
+    /// binlog checkpoint, previous GTIDs) hold no rows: reading may resume
+    /// after them, so the cursor moves over them. Without this, a file that
+    /// holds nothing else (the server restarted, or flushed its logs, and
+    /// nothing was written since) would leave the cursor at its position 4
+    /// while the head is past them, and `--until-caught-up` would never end.
+    fn pass_file_header(&mut self, end: u64) {
+        if !self.in_tx && self.cursor.file == self.file && end > self.cursor.pos {
+            self.cursor.pos = end;
         }
     }
 

@@ -347,6 +347,44 @@ fn reconnects_by_itself_after_server_restart_and_crash() {
     );
 }
 
+/// After a restart, and after FLUSH BINARY LOGS, the newest binlog holds
+/// only the events a file begins with (format description, GTID list,
+/// binlog checkpoint). `--until-caught-up` must still end, with the cursor
+/// at the head: these events carry no rows, and the cursor passes them.
+#[test]
+fn until_caught_up_ends_when_the_newest_binlog_holds_only_file_headers() {
+    let Some(mut db) = shop() else {
+        return;
+    };
+    db.sql(&transactions(1..=20, 7));
+    db.stop();
+    db.restart();
+    db.sql("FLUSH BINARY LOGS");
+    let head = db.binlog_head();
+    let (mut sluice, _dirs) = sidecar(&db);
+    sluice.start = "\"earliest\"".into();
+    let started = Instant::now();
+    let out = sluice.run_until_caught_up_ok();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("caught up with the binlog head at start"),
+        "sluice ended without catching up:\n{}",
+        tail(&log, 20)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "catching up took {:?}",
+        started.elapsed()
+    );
+    let newest = manifest_paths(&sluice.lake).pop().expect("a manifest");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(newest).unwrap()).unwrap();
+    assert_eq!(manifest["cursor"]["file"].as_str(), Some(head.0.as_str()));
+    assert_eq!(manifest["cursor"]["pos"].as_u64(), Some(head.1));
+    assert_eq!(committed_rows(&sluice.lake, "shop.ledger"), 20);
+    assert_lake_equals_source(&db, &sluice.lake);
+}
+
 /// `SHOW BINLOG EVENTS` of every file: (file, position) of each rows event →
 /// its type and the GTID of its transaction.
 fn rows_events(db: &MariaDb) -> HashMap<(String, i64), (String, String)> {

@@ -36,7 +36,9 @@ pub mod event_type {
     pub const TRANSACTION_PAYLOAD: u8 = 40;
     pub const HEARTBEAT_V2: u8 = 41;
     pub const MARIADB_ANNOTATE_ROWS: u8 = 160;
+    pub const MARIADB_BINLOG_CHECKPOINT: u8 = 161;
     pub const MARIADB_GTID: u8 = 162;
+    pub const MARIADB_GTID_LIST: u8 = 163;
     /// MariaDB's compressed query and rows events (`log_bin_compress=ON`).
     pub const MARIADB_COMPRESSED_FIRST: u8 = 165;
     pub const MARIADB_COMPRESSED_LAST: u8 = 171;
