@@ -250,7 +250,7 @@ impl Config {
             },
             max_buffer_bytes: match raw.flush.max_buffer_bytes {
                 Some(s) => parse_size(&s).map_err(|e| format!("flush.max_buffer_bytes: {e}"))?,
-                None => 160 << 20,
+                None => 96 << 20,
             },
             interval: opt_duration(raw.flush.interval, "flush.interval", 10)?,
         };
@@ -622,7 +622,7 @@ url = "/tmp/lake"
         assert_eq!(c.source.user, "repl");
         assert_eq!(c.source.start, StartPosition::Latest);
         assert_eq!(c.flush.max_rows, 500_000);
-        assert_eq!(c.flush.max_buffer_bytes, 160 << 20);
+        assert_eq!(c.flush.max_buffer_bytes, 96 << 20);
         assert_eq!(c.flush.interval, Duration::from_secs(10));
         assert_eq!(c.shutdown_timeout, Duration::from_secs(30));
         assert_eq!(c.state_dir, PathBuf::from("./sluice-state"));

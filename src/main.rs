@@ -182,12 +182,15 @@ async fn wait_for_signal() {
 /// sluice's memory is a few large buffers that live for one flush: Arrow
 /// builders growing to tens of MiB, the batch being encoded, the Parquet
 /// pages and output. With glibc's defaults the mmap threshold rises to
-/// 32 MiB after the first large free, so those buffers come from the heap
-/// arenas instead, where they fragment: peak RSS was 1.7 × the data held.
-/// Fixing the threshold at 512 KiB sends them to mmap, returned to the
-/// system as soon as they are freed, and two arenas (the decoder's and one
-/// for the encoders) stop per-thread arenas from each keeping their own
-/// high-water mark. Figures in BENCHMARKS.md ("Memory"). A user who tunes
+/// 32 MiB after the first large free, so most of those buffers come from
+/// the heap arenas instead, where they fragment, and every thread that
+/// encodes gets an arena of its own with its own high-water mark: peak RSS
+/// was up to 2.5 × the configured buffer memory. A fixed 8 MiB threshold
+/// sends the large buffers to mmap (returned to the system when freed)
+/// while page-sized ones are still reused from the heap, and two arenas
+/// (the decoder's and one shared by the encoders) bound the rest. A lower
+/// threshold saves little more memory and costs a second of page faults on
+/// the benchmark. Figures in BENCHMARKS.md ("Memory"). A user who tunes
 /// malloc through the environment keeps their settings.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn tune_malloc() {
@@ -204,7 +207,7 @@ fn tune_malloc() {
     // SAFETY: mallopt only changes allocator parameters; it is called
     // before any other thread exists.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 512 * 1024);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
