@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 
 use super::replica::{Packet, Packets, ServerFailure, BATCH_BYTES, BATCH_PACKETS, READ_AHEAD};
 use super::BinlogPosition;
+use crate::decode::values::le_uint;
 use crate::error::{Error, Result};
 
 const HEADER_LEN: usize = 19;
@@ -81,7 +82,7 @@ pub fn describe(path: &Path) -> Result<FileServer> {
     if &head[..4] != MAGIC {
         return Err(bad("not a binlog file (no \\xfebin magic)".into()));
     }
-    let size = u32::from_le_bytes(head[13..17].try_into().unwrap()) as usize;
+    let size = le_uint(&head[13..17]) as usize;
     if head[8] != 15 || !(HEADER_LEN + 57..=64 * 1024).contains(&size) {
         return Err(bad("the first event is not a format description".into()));
     }
@@ -97,9 +98,9 @@ pub fn describe(path: &Path) -> Result<FileServer> {
     let alg = body.get(57 + header_lens).copied().unwrap_or(0);
     Ok(FileServer {
         version,
-        server_id: u32::from_le_bytes(head[9..13].try_into().unwrap()),
+        server_id: le_uint(&head[9..13]) as u32,
         checksum: alg != 0 && alg != 0xff,
-        created: u32::from_le_bytes(head[4..8].try_into().unwrap()),
+        created: le_uint(&head[4..8]) as u32,
     })
 }
 
@@ -126,8 +127,7 @@ pub fn open(dir: &Path, start: &BinlogPosition, checksum: bool) -> Result<mpsc::
         .name("sluice-binlog-files".into())
         .spawn(move || {
             let mut out = Batcher::new(&tx);
-            let ended = read_files(&paths, pos, checksum, &mut out);
-            if let Err(e) = ended {
+            if let Err(e) = read_files(&paths, pos, checksum, &mut out) {
                 out.push(Err(e));
             }
             out.flush();
@@ -225,7 +225,7 @@ fn read_event(r: &mut BufReader<File>) -> std::io::Result<Option<Vec<u8>>> {
         n if n < HEADER_LEN => return Ok(None),
         _ => {}
     }
-    let size = u32::from_le_bytes(header[9..13].try_into().unwrap()) as usize;
+    let size = le_uint(&header[9..13]) as usize;
     if size < HEADER_LEN {
         return Err(std::io::Error::other(format!(
             "event of {size} bytes is shorter than its header: corrupt binlog"

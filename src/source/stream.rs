@@ -11,6 +11,7 @@ use mysql_common::binlog::EventStreamReader;
 use tokio::sync::mpsc;
 
 use super::replica::{Packet, Packets, ServerFailure};
+use crate::decode::values::le_uint;
 
 pub struct EventStream {
     feed: Feed,
@@ -72,7 +73,7 @@ impl EventStream {
                 bytes.len()
             )));
         }
-        let size = u32::from_le_bytes(bytes[9..13].try_into().unwrap()) as usize;
+        let size = le_uint(&bytes[9..13]) as usize;
         if size != bytes.len() {
             // mysql_common panics on a short event body: check first.
             return Err(ServerFailure::Corrupt(format!(
@@ -93,7 +94,7 @@ impl EventStream {
             )
         {
             let (body, sum) = bytes.split_at(bytes.len() - 4);
-            let expected = u32::from_le_bytes(sum.try_into().unwrap());
+            let expected = le_uint(sum) as u32;
             if checksum(body) != expected {
                 let end = event.header().log_pos() as usize;
                 return Err(ServerFailure::Corrupt(format!(
