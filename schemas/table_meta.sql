@@ -49,3 +49,23 @@ CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+
+-- migration 2
+-- Any number of `schema resync` shapes per table, one per position: two
+-- unreadable statements on one table before a checkpoint keep one shape
+-- each. A shape stays until the checkpoint that applied it commits, so a
+-- retry from an earlier checkpoint applies it again.
+CREATE TABLE pending_resync_at (
+    database        TEXT    NOT NULL,
+    table_name      TEXT    NOT NULL,
+    binlog_file     TEXT    NOT NULL,
+    binlog_pos      INTEGER NOT NULL,
+    columns         TEXT    NOT NULL,
+    -- The table's default character set, for columns added later.
+    table_charset   TEXT,
+    PRIMARY KEY (database, table_name, binlog_file, binlog_pos)
+);
+INSERT INTO pending_resync_at (database, table_name, binlog_file, binlog_pos, columns)
+    SELECT database, table_name, binlog_file, binlog_pos, columns FROM pending_resync;
+DROP TABLE pending_resync;
+ALTER TABLE pending_resync_at RENAME TO pending_resync;

@@ -72,6 +72,10 @@ enum SchemaCommand {
         config: PathBuf,
         /// DB.TABLE
         table: String,
+        /// The shape to record, as a CREATE TABLE statement, instead of the
+        /// table's on the server (for a table the server no longer has).
+        #[arg(long, value_name = "CREATE TABLE …")]
+        shape: Option<String>,
     },
 }
 
@@ -149,9 +153,11 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
                     table,
                     json,
                 } => commands::history(&Config::load(&config)?, &table, json).await?,
-                SchemaCommand::Resync { config, table } => {
-                    commands::resync(&Config::load(&config)?, &table).await?
-                }
+                SchemaCommand::Resync {
+                    config,
+                    table,
+                    shape,
+                } => commands::resync(&Config::load(&config)?, &table, shape.as_deref()).await?,
             };
             println!("{}", out.trim_end());
             Ok(ExitCode::SUCCESS)

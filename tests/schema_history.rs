@@ -568,3 +568,120 @@ fn unreadable_ddl_stops_with_the_way_out_and_resync_continues() {
         .unwrap()
         .contains("REF_SYSTEM_ID"));
 }
+
+fn resync_ok(sluice: &Sluice, args: &[&str]) -> String {
+    let out = sluice.run_args(&["schema", "resync"], args);
+    assert!(
+        out.status.success(),
+        "resync {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The position an unreadable-DDL stop names (`… at binlog.000001:1234: …`).
+fn stop_position(line: &str) -> String {
+    let at = line.find("binlog.").expect("the stop names its position");
+    line[at..]
+        .split(|c: char| c == ':' || c.is_whitespace())
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[test]
+fn resync_keeps_a_shape_per_stop_and_takes_one_for_a_table_gone_from_the_server() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop; CREATE TABLE shop.u (id INT PRIMARY KEY); CREATE TABLE shop.g (id INT PRIMARY KEY);");
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
+    let sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    db.sql("INSERT INTO shop.u VALUES (1); INSERT INTO shop.g VALUES (1);");
+    sluice.run_until_caught_up_ok();
+    // Two unreadable statements on one table before any checkpoint, and one
+    // on a table dropped later.
+    db.sql(
+        "ALTER TABLE shop.u ADD COLUMN p POINT REF_SYSTEM_ID=4326;
+         INSERT INTO shop.u VALUES (2, ST_GeomFromText('POINT(1 2)'));
+         ALTER TABLE shop.u ADD COLUMN q POINT REF_SYSTEM_ID=4326;
+         INSERT INTO shop.u VALUES (3, ST_GeomFromText('POINT(3 4)'), ST_GeomFromText('POINT(5 6)'));
+         ALTER TABLE shop.g ADD COLUMN p POINT REF_SYSTEM_ID=4326;
+         INSERT INTO shop.g VALUES (2, ST_GeomFromText('POINT(7 8)'));",
+    );
+    let g_hex = db
+        .query_value("SELECT HEX(p) FROM shop.g WHERE id = 2")
+        .unwrap();
+    db.sql("DROP TABLE shop.g;");
+
+    // First stop: the server's shape now has q too, which is wrong here; the
+    // user gives the shape after the first statement.
+    let first = stop_position(&assert_definite_error(&sluice.run_until_caught_up()));
+    let said = resync_ok(
+        &sluice,
+        &[
+            "shop.u",
+            "--shape",
+            "CREATE TABLE u (id INT NOT NULL PRIMARY KEY, p POINT)",
+        ],
+    );
+    assert!(
+        said.contains(&first),
+        "recorded at the stop {first}: {said}"
+    );
+
+    // Second stop on the same table: recorded there, the first kept.
+    let second = stop_position(&assert_definite_error(&sluice.run_until_caught_up()));
+    assert_ne!(first, second);
+    let said = resync_ok(&sluice, &["shop.u"]);
+    assert!(
+        said.contains(&second),
+        "recorded at the stop {second}: {said}"
+    );
+
+    // Third stop: a table the server no longer has.
+    let line = assert_definite_error(&sluice.run_until_caught_up());
+    assert!(line.contains("shop.g"), "{line}");
+    let third = stop_position(&line);
+    let out = sluice.run_args(&["schema", "resync"], &["shop.g"]);
+    let refused = assert_definite_error(&out);
+    assert!(
+        refused.contains("--shape"),
+        "the way out is named: {refused}"
+    );
+    let said = resync_ok(
+        &sluice,
+        &[
+            "shop.g",
+            "--shape",
+            "CREATE TABLE g (id INT NOT NULL PRIMARY KEY, p POINT) DEFAULT CHARSET=latin1",
+        ],
+    );
+    assert!(said.contains(&third), "{said}");
+    sluice.run_until_caught_up_ok();
+
+    let lake = Lake::read(lake_dir.path());
+    let rows = named_rows(&lake, "shop.u");
+    let hex = |id: i32, col: &str| {
+        db.query_value(&format!("SELECT HEX({col}) FROM shop.u WHERE id = {id}"))
+    };
+    let r2 = rows
+        .iter()
+        .find(|r| value(r, "id") == Some("2"))
+        .expect("row 2");
+    assert_eq!(value(r2, "p"), hex(2, "p").as_deref());
+    let r3 = rows
+        .iter()
+        .find(|r| value(r, "id") == Some("3"))
+        .expect("row 3");
+    assert_eq!(value(r3, "p"), hex(3, "p").as_deref());
+    assert_eq!(value(r3, "q"), hex(3, "q").as_deref());
+    let g = named_rows(&lake, "shop.g");
+    let g2 = g
+        .iter()
+        .find(|r| value(r, "id") == Some("2"))
+        .expect("shop.g row 2");
+    assert_eq!(value(g2, "p"), Some(g_hex.as_str()));
+    let history = history_json(&sluice, "shop.u");
+    let shapes: Vec<Vec<String>> = history.iter().map(column_names).collect();
+    assert_eq!(shapes, [vec!["id"], vec!["id", "p"], vec!["id", "p", "q"]]);
+}

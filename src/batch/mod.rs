@@ -3,6 +3,7 @@
 //! when it is flushed; one buffer never mixes schema versions.
 
 pub mod column;
+pub mod savepoint;
 
 use std::sync::Arc;
 

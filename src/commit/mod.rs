@@ -30,6 +30,21 @@ pub struct Manifest {
     /// Cumulative committed rows per `db.table` since the lake began.
     #[serde(default)]
     pub totals: BTreeMap<String, u64>,
+    /// XA transactions prepared before the cursor whose `XA COMMIT` or
+    /// `XA ROLLBACK` is after it: their rows wait in held files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xa_prepared: Vec<PreparedXa>,
+}
+
+/// A prepared XA transaction whose outcome the stream has not reached yet.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PreparedXa {
+    /// The XA id as the server writes it: `X'gtrid',X'bqual',formatID`.
+    pub xid: String,
+    /// The GTID of the prepared part: its rows carry it.
+    pub gtid: Option<String>,
+    /// The held files of its rows, under `_sluice/xa/`.
+    pub files: Vec<DataFile>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -170,6 +185,36 @@ impl Lake {
     /// for a sequence above `committed` and, of `committed` itself, those its
     /// manifest does not list (a fenced writer's leftovers). Only the tail of
     /// each table folder is listed, from `part-<committed>` on.
+    /// Deletes held files of prepared XA transactions (`_sluice/xa/`) that
+    /// the newest manifest does not list: written after it by a run that
+    /// died, or of transactions resolved since.
+    pub async fn remove_orphan_held_files(
+        &self,
+        committed: Option<&Manifest>,
+    ) -> Result<Vec<Path>> {
+        let listed: BTreeSet<&str> = committed
+            .map(|m| {
+                m.xa_prepared
+                    .iter()
+                    .flat_map(|x| x.files.iter().map(|f| f.path.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let held: Vec<_> = self
+            .store
+            .list(Some(&Path::from("_sluice/xa")))
+            .try_collect()
+            .await?;
+        let mut removed = Vec::new();
+        for meta in held {
+            if !listed.contains(meta.location.as_ref()) {
+                self.store.delete(&meta.location).await?;
+                removed.push(meta.location);
+            }
+        }
+        Ok(removed)
+    }
+
     pub async fn remove_orphans(&self, committed: Option<&Manifest>) -> Result<Vec<Path>> {
         let seq = committed.map(|m| m.seq).unwrap_or(0);
         let listed: BTreeSet<&str> = committed
@@ -259,6 +304,7 @@ mod tests {
             }],
             ddl: vec![],
             totals: BTreeMap::new(),
+            xa_prepared: Vec::new(),
         };
         for (seq, writer) in [(1, "ab"), (1, "cd"), (2, "ab"), (0, "ab")] {
             crate::sink::put_file(

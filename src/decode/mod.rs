@@ -100,21 +100,51 @@ pub enum QueryKind {
     /// COMMIT of a non-transactional group (no XID event follows).
     Commit,
     Rollback,
-    /// Anything else: DDL or an administrative statement, a transaction of its own.
+    /// `SAVEPOINT name`, inside a transaction.
+    Savepoint(String),
+    /// `ROLLBACK [WORK] TO [SAVEPOINT] name`, inside a transaction.
+    RollbackTo(String),
+    /// Anything else: DDL or an administrative statement, a transaction of
+    /// its own unless it comes inside one.
     Other,
 }
 
 pub fn classify_query(statement: &str) -> QueryKind {
     let s = statement.trim_start();
-    let word: String = s
-        .chars()
-        .take_while(|c| c.is_ascii_alphabetic())
-        .collect::<String>()
-        .to_ascii_uppercase();
+    let mut words = Words(s);
+    let word = words.next_word().unwrap_or_default().to_ascii_uppercase();
     match word.as_str() {
         "BEGIN" => QueryKind::Begin,
         "COMMIT" => QueryKind::Commit,
-        "ROLLBACK" if !s.to_ascii_uppercase().contains(" TO ") => QueryKind::Rollback,
+        "SAVEPOINT" => match words.identifier() {
+            Some(name) => QueryKind::Savepoint(name),
+            None => QueryKind::Other,
+        },
+        "ROLLBACK" => {
+            let mut next = words.next_word().map(|w| w.to_ascii_uppercase());
+            if next.as_deref() == Some("WORK") {
+                next = words.next_word().map(|w| w.to_ascii_uppercase());
+            }
+            match next.as_deref() {
+                Some("TO") => {
+                    let mut ahead = Words(words.0);
+                    if ahead
+                        .next_word()
+                        .is_some_and(|w| w.eq_ignore_ascii_case("SAVEPOINT"))
+                    {
+                        // `ROLLBACK TO savepoint` names a savepoint "savepoint".
+                        if let Some(name) = ahead.identifier() {
+                            return QueryKind::RollbackTo(name);
+                        }
+                    }
+                    match words.identifier() {
+                        Some(name) => QueryKind::RollbackTo(name),
+                        None => QueryKind::Other,
+                    }
+                }
+                _ => QueryKind::Rollback,
+            }
+        }
         "XA" => {
             let upper = s.to_ascii_uppercase();
             if upper.starts_with("XA START") || upper.starts_with("XA BEGIN") {
@@ -128,6 +158,49 @@ pub fn classify_query(statement: &str) -> QueryKind {
             }
         }
         _ => QueryKind::Other,
+    }
+}
+
+/// A cursor over the words of a short statement.
+struct Words<'a>(&'a str);
+
+impl<'a> Words<'a> {
+    fn next_word(&mut self) -> Option<&'a str> {
+        let s = self.0.trim_start();
+        let end = s
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(s.len());
+        self.0 = &s[end..];
+        (end > 0).then(|| &s[..end])
+    }
+
+    /// An identifier, bare or quoted with backticks (or double quotes under
+    /// ANSI_QUOTES), in the lower case the server compares savepoints in.
+    fn identifier(&mut self) -> Option<String> {
+        let s = self.0.trim_start();
+        let quote = s.chars().next().filter(|c| *c == '`' || *c == '"');
+        let name = match quote {
+            Some(q) => {
+                let mut name = String::new();
+                let mut chars = s[1..].chars().peekable();
+                loop {
+                    match chars.next()? {
+                        c if c == q && chars.peek() == Some(&q) => {
+                            chars.next();
+                            name.push(q);
+                        }
+                        c if c == q => break,
+                        c => name.push(c),
+                    }
+                }
+                name
+            }
+            None => s
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+                .collect(),
+        };
+        (!name.is_empty()).then(|| name.to_lowercase())
     }
 }
 
@@ -174,7 +247,24 @@ mod tests {
         assert_eq!(classify_query("BEGIN"), QueryKind::Begin);
         assert_eq!(classify_query("COMMIT"), QueryKind::Commit);
         assert_eq!(classify_query("XA START X'01'"), QueryKind::Begin);
-        assert_eq!(classify_query("ROLLBACK TO SAVEPOINT a"), QueryKind::Other);
+        assert_eq!(
+            classify_query("ROLLBACK TO SAVEPOINT a"),
+            QueryKind::RollbackTo("a".into())
+        );
+        assert_eq!(
+            classify_query("ROLLBACK TO `Sp``1`"),
+            QueryKind::RollbackTo("sp`1".into())
+        );
+        assert_eq!(
+            classify_query("rollback work to savepoint s_2"),
+            QueryKind::RollbackTo("s_2".into())
+        );
+        assert_eq!(
+            classify_query("SAVEPOINT `a b`"),
+            QueryKind::Savepoint("a b".into())
+        );
+        assert_eq!(classify_query("ROLLBACK"), QueryKind::Rollback);
+        assert_eq!(classify_query("ROLLBACK WORK"), QueryKind::Rollback);
         assert_eq!(classify_query("ALTER TABLE t ADD c INT"), QueryKind::Other);
     }
 }

@@ -1,7 +1,10 @@
 //! `sluice schema show | history | resync`.
 
+use super::apply::columns_from_specs;
 use super::bootstrap;
+use super::ddl::{parse_ddl, Change};
 use super::history::{PointInTime, SchemaHistory, TableVersion};
+use super::TableSchema;
 use crate::commit::Lake;
 use crate::config::{Config, TableFilter};
 use crate::error::{Error, Result};
@@ -234,21 +237,28 @@ pub async fn history(config: &Config, name: &str, as_json: bool) -> Result<Strin
     ))
 }
 
-/// Reads the table's current shape from the server and records it for the
-/// position where the pipeline stopped (the DDL it could not read), or the
-/// committed cursor when it did not stop on one.
-pub async fn resync(config: &Config, name: &str) -> Result<String> {
+/// Records the table's shape for the position where the pipeline stopped
+/// (the DDL it could not read), or the committed cursor when it did not stop
+/// on one. The shape is the table's on the server now, or, with `shape_sql`,
+/// the one a `CREATE TABLE` statement describes: the way out for a table the
+/// server no longer has (dropped or renamed later in the binlog).
+pub async fn resync(config: &Config, name: &str, shape_sql: Option<&str>) -> Result<String> {
     let (db, tbl) = split_table(name)?;
     let (history, lake, _) = open(config).await?;
-    let mut conn = source::connect(&config.source).await?;
-    let exact = TableFilter::new(&[regex::escape(name)], &[]).map_err(Error::Preflight)?;
-    let mut tables = bootstrap::read_tables(&mut conn, &exact).await?;
-    let shape = tables
-        .remove(&(db.clone(), tbl.clone()))
-        .ok_or_else(|| Error::Schema {
-            table: name.to_string(),
-            message: "the server has no such table now; resync needs the table to exist".into(),
-        })?;
+    let shape = match shape_sql {
+        Some(sql) => shape_from_create(&history, name, &db, &tbl, sql)?,
+        None => {
+            let mut conn = source::connect(&config.source).await?;
+            let exact = TableFilter::new(&[regex::escape(name)], &[]).map_err(Error::Preflight)?;
+            let mut tables = bootstrap::read_tables(&mut conn, &exact).await?;
+            tables
+                .remove(&(db.clone(), tbl.clone()))
+                .ok_or_else(|| Error::Schema {
+                    table: name.to_string(),
+                    message: "the server has no such table now; give its shape at the stop with --shape \"CREATE TABLE …\"".into(),
+                })?
+        }
+    };
     let blocked: Option<serde_json::Value> = history
         .meta("blocked_ddl")?
         .and_then(|s| serde_json::from_str(&s).ok());
@@ -279,4 +289,48 @@ pub async fn resync(config: &Config, name: &str) -> Result<String> {
         "recorded the current shape of {name} ({}) for {at}; sluice applies it when it reaches that position\n",
         shape.describe()
     ))
+}
+
+/// The shape a `CREATE TABLE` statement describes, named `db.tbl` whatever
+/// name the statement uses. Columns without a charset take the statement's
+/// table charset, else the one the history last knew for the table.
+fn shape_from_create(
+    history: &SchemaHistory,
+    name: &str,
+    db: &str,
+    tbl: &str,
+    sql: &str,
+) -> Result<TableSchema> {
+    let bad = |message: String| Error::Schema {
+        table: name.to_string(),
+        message,
+    };
+    let mut changes = parse_ddl(sql, db).map_err(|e| bad(format!("--shape: {e}")))?;
+    let Some(Change::Create {
+        columns, charset, ..
+    }) = (changes.len() == 1).then(|| changes.remove(0))
+    else {
+        return Err(bad(
+            "--shape must be one CREATE TABLE statement with a column list".into(),
+        ));
+    };
+    let known = history
+        .versions(db, tbl)?
+        .last()
+        .and_then(|v| v.schema.charset.clone());
+    let charset = charset.or(known).ok_or_else(|| {
+        bad(
+            "--shape: say the table's charset (DEFAULT CHARSET=…): the history does not know it"
+                .into(),
+        )
+    })?;
+    let columns =
+        columns_from_specs(&columns, &charset).map_err(|e| bad(format!("--shape: {e}")))?;
+    Ok(TableSchema {
+        database: db.to_string(),
+        name: tbl.to_string(),
+        version: 0,
+        columns,
+        charset: Some(charset),
+    })
 }

@@ -427,51 +427,87 @@ impl SchemaHistory {
     }
 
     /// Records a shape to apply when the stream reaches `at` (`schema resync`).
+    /// Shapes are kept per position: a table may have any number pending.
     pub fn add_pending_resync(&self, schema: &TableSchema, at: &BinlogPosition) -> Result<()> {
         self.db
             .execute(
-                "INSERT OR REPLACE INTO pending_resync (database, table_name, binlog_file, binlog_pos, columns) \
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![schema.database, schema.name, at.file, at.pos as i64, columns_json(&schema.columns).to_string()],
+                "INSERT OR REPLACE INTO pending_resync (database, table_name, binlog_file, binlog_pos, columns, table_charset) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    schema.database,
+                    schema.name,
+                    at.file,
+                    at.pos as i64,
+                    columns_json(&schema.columns).to_string(),
+                    schema.charset
+                ],
             )
             .map_err(sql_err)?;
         Ok(())
     }
 
-    /// The resync shape recorded for this table, if it is for position `at`.
+    /// The resync shape recorded for this table at position `at`: its columns
+    /// and, when recorded, the table's default charset.
     pub fn pending_resync(
         &self,
         db: &str,
         table: &str,
         at: &BinlogPosition,
-    ) -> Result<Option<Vec<ColumnDef>>> {
-        let row: Option<String> = self
+    ) -> Result<Option<(Vec<ColumnDef>, Option<String>)>> {
+        let row: Option<(String, Option<String>)> = self
             .db
             .query_row(
-                "SELECT columns FROM pending_resync WHERE database = ?1 AND table_name = ?2 \
+                "SELECT columns, table_charset FROM pending_resync WHERE database = ?1 AND table_name = ?2 \
                  AND binlog_file = ?3 AND binlog_pos = ?4",
                 params![db, table, at.file, at.pos as i64],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
             .map_err(sql_err)?;
         match row {
             None => Ok(None),
-            Some(text) => {
+            Some((text, charset)) => {
                 let v: serde_json::Value = serde_json::from_str(&text)
                     .map_err(|e| Error::State(format!("pending resync: {e}")))?;
-                Ok(Some(columns_from_json(&v).map_err(|e| {
-                    Error::State(format!("pending resync: {e}"))
-                })?))
+                let columns = columns_from_json(&v)
+                    .map_err(|e| Error::State(format!("pending resync: {e}")))?;
+                Ok(Some((columns, charset)))
             }
         }
     }
 
-    pub fn clear_pending_resync(&self, db: &str, table: &str) -> Result<()> {
+    /// Every pending resync, as (table, position), oldest position first.
+    pub fn pending_resyncs(&self) -> Result<Vec<(String, String, BinlogPosition)>> {
+        let mut stmt = self
+            .db
+            .prepare(
+                "SELECT database, table_name, binlog_file, binlog_pos FROM pending_resync \
+                 ORDER BY binlog_file, binlog_pos",
+            )
+            .map_err(sql_err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    BinlogPosition {
+                        file: r.get(2)?,
+                        pos: r.get::<_, i64>(3)? as u64,
+                    },
+                ))
+            })
+            .map_err(sql_err)?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(sql_err)
+    }
+
+    /// Forgets one resync shape: the checkpoint that applied it committed.
+    pub fn clear_pending_resync(&self, db: &str, table: &str, at: &BinlogPosition) -> Result<()> {
         self.db
             .execute(
-                "DELETE FROM pending_resync WHERE database = ?1 AND table_name = ?2",
-                params![db, table],
+                "DELETE FROM pending_resync WHERE database = ?1 AND table_name = ?2 \
+                 AND binlog_file = ?3 AND binlog_pos = ?4",
+                params![db, table, at.file, at.pos as i64],
             )
             .map_err(sql_err)?;
         Ok(())

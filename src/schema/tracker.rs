@@ -64,6 +64,10 @@ pub struct SchemaTracker {
     /// recorded as versions only when the stream uses them before any DDL
     /// defines the table (see [`SchemaTracker::bootstrap`]).
     provisional: HashMap<TableName, (TableSchema, StreamPoint)>,
+    /// `schema resync` shapes applied since the last checkpoint: forgotten
+    /// only when it commits, so a retry from the checkpoint before them
+    /// (which re-reads the statements they replace) finds them again.
+    applied_resyncs: Vec<(TableName, BinlogPosition)>,
 }
 
 impl SchemaTracker {
@@ -82,6 +86,7 @@ impl SchemaTracker {
             uncommitted: Vec::new(),
             ddl_log: Vec::new(),
             provisional: HashMap::new(),
+            applied_resyncs: Vec::new(),
         };
         t.reload()?;
         Ok(t)
@@ -125,10 +130,15 @@ impl SchemaTracker {
         !self.uncommitted.is_empty() || !self.ddl_log.is_empty()
     }
 
-    /// The checkpoint committed: its versions are durable.
-    pub fn committed(&mut self) {
+    /// The checkpoint committed: its versions are durable, and the resync
+    /// shapes it applied are done with.
+    pub fn committed(&mut self) -> Result<()> {
         self.uncommitted.clear();
         self.ddl_log.clear();
+        for (t, at) in std::mem::take(&mut self.applied_resyncs) {
+            self.history.clear_pending_resync(&t.0, &t.1, &at)?;
+        }
+        Ok(())
     }
 
     /// Forgets versions of checkpoints after `committed` (a retry from the
@@ -146,6 +156,7 @@ impl SchemaTracker {
         }
         self.uncommitted = bootstrap;
         self.ddl_log.clear();
+        self.applied_resyncs.clear();
         self.reload()
     }
 
@@ -260,10 +271,15 @@ impl SchemaTracker {
     ) -> Result<Vec<TableName>> {
         let mut applied = Vec::new();
         for t in tables {
-            if let Some(columns) = self.history.pending_resync(&t.0, &t.1, &at.position)? {
-                let charset = self.shape(t)?.and_then(|s| s.charset.clone());
+            if let Some((columns, charset)) =
+                self.history.pending_resync(&t.0, &t.1, &at.position)?
+            {
+                let charset = match charset {
+                    Some(c) => Some(c),
+                    None => self.shape(t)?.and_then(|s| s.charset.clone()),
+                };
                 self.record(t, columns, charset, at, Some(statement), false)?;
-                self.history.clear_pending_resync(&t.0, &t.1)?;
+                self.applied_resyncs.push((t.clone(), at.position.clone()));
                 info!(table = %format!("{}.{}", t.0, t.1), at = %at.position, "applied the shape recorded by `schema resync`");
                 applied.push(t.clone());
             }

@@ -158,6 +158,15 @@ pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Reads back a file [`encode_parquet`] wrote, as one batch.
+pub fn decode_parquet(bytes: Bytes) -> Result<RecordBatch> {
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
+    let schema = arrow::record_batch::RecordBatchReader::schema(&reader);
+    let batches = reader.collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(arrow::compute::concat_batches(&schema, &batches)?)
+}
+
 /// Writes a data file; the object is invisible to readers until a manifest
 /// lists it. Files of at least `multipart_threshold` bytes go up in parts of
 /// [`PART_SIZE`], a few at a time; an upload that fails is aborted.

@@ -1,6 +1,9 @@
 //! `sluice run`: the thin top that wires source → decode → batch → sink →
 //! commit. One task reads events in stream order; every transaction
-//! boundary may become a checkpoint.
+//! boundary may become a checkpoint. [`xa`] holds the rows of prepared XA
+//! transactions until their outcome.
+
+pub mod xa;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -10,8 +13,9 @@ use mysql_common::binlog::events::{Event, QueryEvent, TableMapEvent};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::batch::savepoint::{seq_range, Savepoints};
 use crate::batch::{RowOrigin, TableBuffer};
-use crate::commit::{self, Cursor, DataFile, Lake, Manifest, SourceIdentity, Writer};
+use crate::commit::{self, Cursor, DataFile, Lake, Manifest, PreparedXa, SourceIdentity, Writer};
 use crate::config::{Config, Resume, StartPosition};
 use crate::decode::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
 use crate::decode::{self, classify_query, event_type as et, QueryKind};
@@ -45,6 +49,8 @@ struct Flush {
     task: tokio::task::JoinHandle<Result<DataFile>>,
     /// The buffer's memory estimate, held until the file is written.
     bytes: usize,
+    /// Rows of a prepared XA transaction: a held file, not a pending one.
+    held: bool,
 }
 
 /// At most this many buffers are encoded and uploaded at once; the decoder
@@ -76,6 +82,30 @@ struct Pipeline<'a> {
     /// The binlog file events currently come from.
     file: String,
     in_tx: bool,
+    /// An explicit transaction is open (BEGIN, XA START, or a MariaDB GTID
+    /// without the standalone flag): a Query event inside it, such as
+    /// SAVEPOINT or the CREATE TABLE of a CREATE TABLE … SELECT, does not
+    /// end it; only XID or COMMIT does.
+    tx_open: bool,
+    /// Savepoints of the transaction in hand and rows a logged ROLLBACK TO
+    /// SAVEPOINT took back.
+    savepoints: Savepoints,
+    /// The `_seq` range of every file written since the last checkpoint.
+    file_seqs: HashMap<String, std::ops::Range<i64>>,
+    /// Inside the prepared part of an XA transaction: buffers written out
+    /// now become held files.
+    xa_active: bool,
+    /// Held files of the XA transaction in hand.
+    xa_files: Vec<DataFile>,
+    /// Prepared XA transactions not yet committed or rolled back, by xid.
+    prepared: BTreeMap<String, PreparedXa>,
+    /// Held files written since the last checkpoint: deleted on a rewind.
+    xa_written: Vec<String>,
+    /// Held files of XA transactions resolved since the last checkpoint:
+    /// deleted once it commits.
+    xa_done: Vec<String>,
+    /// Numbers held files; never reset, so names never repeat in one run.
+    xa_counter: u64,
     tx_rows: u64,
     tx_gtid: Option<String>,
     /// The transaction is a DDL statement: it consumes a `_tx_seq` of its own.
@@ -127,7 +157,8 @@ pub async fn run(
             },
         },
     };
-    let removed = lake.remove_orphans(committed.as_ref()).await?;
+    let mut removed = lake.remove_orphans(committed.as_ref()).await?;
+    removed.extend(lake.remove_orphan_held_files(committed.as_ref()).await?);
     if !removed.is_empty() {
         info!(
             files = removed.len(),
@@ -186,6 +217,7 @@ pub async fn run(
         .map(|v| (v.schema.database, v.schema.name))
         .collect();
     tracker.apply_pending_resyncs(&all, &here, "-- sluice schema resync")?;
+    let prepared = prepared_xa(committed.as_ref());
     let mut p = Pipeline {
         config,
         lake,
@@ -206,6 +238,15 @@ pub async fn run(
         file_counter: 0,
         file: start_position.file.clone(),
         in_tx: false,
+        tx_open: false,
+        savepoints: Savepoints::default(),
+        file_seqs: HashMap::new(),
+        xa_active: false,
+        xa_files: Vec::new(),
+        prepared,
+        xa_written: Vec::new(),
+        xa_done: Vec::new(),
+        xa_counter: 0,
         tx_rows: 0,
         tx_gtid: None,
         tx_ddl: false,
@@ -265,6 +306,18 @@ struct SourceSetup {
 /// Connects (or opens the binlog files), checks the source, and decides
 /// where to start: the committed cursor — by GTID or by position, see
 /// `source.resume` — or `source.start` on an empty lake.
+/// The prepared XA transactions a manifest lists, by xid.
+fn prepared_xa(committed: Option<&Manifest>) -> BTreeMap<String, PreparedXa> {
+    committed
+        .map(|m| {
+            m.xa_prepared
+                .iter()
+                .map(|x| (x.xid.clone(), x.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 async fn open_source(config: &Config, committed: Option<&Manifest>) -> Result<SourceSetup> {
     let cfg = &config.source;
     if let Some(dir) = &cfg.binlog_dir {
@@ -597,16 +650,25 @@ impl Pipeline<'_> {
                 self.pending.push(file);
             }
         }
-        for f in std::mem::take(&mut self.pending) {
+        let held = std::mem::take(&mut self.xa_written);
+        let uncommitted = std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|f| f.path)
+            .chain(held);
+        for path in uncommitted {
             if let Err(e) = self
                 .lake
                 .store
-                .delete(&object_store::path::Path::from(f.path.as_str()))
+                .delete(&object_store::path::Path::from(path.as_str()))
                 .await
             {
-                warn!(path = %f.path, error = %e, "could not delete an uncommitted file; the next start removes it");
+                warn!(%path, error = %e, "could not delete an uncommitted file; the next start removes it");
             }
         }
+        self.xa_active = false;
+        self.xa_files.clear();
+        self.xa_done.clear();
+        self.prepared = prepared_xa(self.committed.as_ref());
         self.buffers.clear();
         self.plans.clear();
         self.file_counter = 0;
@@ -627,6 +689,9 @@ impl Pipeline<'_> {
         .unwrap_or_else(|_| self.gtid_state.empty_like());
         self.file = self.cursor.file.clone();
         self.in_tx = false;
+        self.tx_open = false;
+        self.savepoints = Savepoints::default();
+        self.file_seqs.clear();
         self.tx_rows = 0;
         self.tx_gtid = None;
         self.tx_ddl = false;
@@ -659,6 +724,7 @@ impl Pipeline<'_> {
             || self.tracker.is_dirty()
             || self.buffers.values().any(|b| b.rows() > 0)
             || self.committed.as_ref().map(|m| &m.cursor) != Some(&self.cursor)
+            || !self.xa_done.is_empty()
     }
 
     /// Handles one event; returns true at a transaction boundary.
@@ -720,14 +786,23 @@ impl Pipeline<'_> {
                 Ok(false)
             }
             et::MARIADB_GTID => {
-                let (gtid, _standalone) = decode::mariadb_gtid(body, header.server_id())
+                let (gtid, standalone) = decode::mariadb_gtid(body, header.server_id())
                     .ok_or_else(|| at("GTID event too short".into()))?;
                 self.in_tx = true;
+                // MariaDB's GTID event takes the place of BEGIN; a standalone
+                // one is a DDL statement that ends with itself.
+                self.tx_open = !standalone;
+                self.savepoints.begin(self.next_seq);
                 self.tx_gtid = Some(gtid);
+                const FL_PREPARED_XA: u8 = 0x40;
+                if body.get(12).is_some_and(|f| f & FL_PREPARED_XA != 0) {
+                    self.begin_xa()?;
+                }
                 Ok(false)
             }
             et::MYSQL_GTID => {
                 self.in_tx = true;
+                self.savepoints.begin(self.next_seq);
                 self.tx_gtid = decode::mysql_gtid(body);
                 Ok(false)
             }
@@ -760,12 +835,58 @@ impl Pipeline<'_> {
                 let statement = q.query();
                 match classify_query(&statement) {
                     QueryKind::Begin => {
+                        if !self.tx_open {
+                            self.savepoints.begin(self.next_seq);
+                        }
+                        if xa::is_xa_start(&statement) {
+                            self.begin_xa()?;
+                        }
                         self.in_tx = true;
+                        self.tx_open = true;
                         Ok(false)
                     }
-                    QueryKind::Commit | QueryKind::Rollback => {
+                    QueryKind::Commit => {
+                        if let Some(xa::XaOutcome::Commit { xid, one_phase }) =
+                            xa::xa_outcome(&statement)
+                        {
+                            if one_phase {
+                                self.commit_one_phase_xa().await?;
+                            } else {
+                                self.commit_xa(&xid).await?;
+                            }
+                        }
                         self.boundary(end);
                         Ok(true)
+                    }
+                    QueryKind::Rollback => {
+                        // Logged only when a non-transactional table changed
+                        // in the transaction: the rest of its rows are undone.
+                        if !self.savepoints.rollback(self.next_seq).is_empty() {
+                            self.take_back_rows().await?;
+                        }
+                        if let Some(xa::XaOutcome::Rollback { xid }) = xa::xa_outcome(&statement) {
+                            if let Some(p) = self.prepared.remove(&xid) {
+                                info!(%xid, "XA ROLLBACK: the prepared rows are dropped");
+                                self.xa_done.extend(p.files.into_iter().map(|f| f.path));
+                            }
+                        }
+                        self.boundary(end);
+                        Ok(true)
+                    }
+                    QueryKind::Savepoint(name) => {
+                        self.savepoints.set(&name, self.next_seq);
+                        Ok(false)
+                    }
+                    QueryKind::RollbackTo(name) => {
+                        let taken = self
+                            .savepoints
+                            .rollback_to(&name, self.next_seq)
+                            .map_err(at)?;
+                        if !taken.is_empty() {
+                            debug!(savepoint = %name, rows = taken.end - taken.start, "rows taken back by ROLLBACK TO SAVEPOINT");
+                            self.take_back_rows().await?;
+                        }
+                        Ok(false)
                     }
                     QueryKind::Other => {
                         let at = self.stream_point(start, header.timestamp());
@@ -773,6 +894,13 @@ impl Pipeline<'_> {
                         if fx.captured {
                             self.tx_ddl = true;
                             self.apply_ddl_effects(fx, &at).await?;
+                        }
+                        // Inside a transaction (SAVEPOINT, ROLLBACK TO
+                        // SAVEPOINT, XA END, the CREATE TABLE of a CREATE
+                        // TABLE … SELECT) a statement is no boundary: a
+                        // checkpoint there would split the transaction.
+                        if self.tx_open {
+                            return Ok(false);
                         }
                         self.boundary(end);
                         Ok(true)
@@ -785,6 +913,13 @@ impl Pipeline<'_> {
                 Ok(false)
             }
             et::XID => {
+                self.boundary(end);
+                Ok(true)
+            }
+            et::XA_PREPARE => {
+                let xid = xa::prepare_xid(body)
+                    .ok_or_else(|| at("XA_PREPARE event too short for its xid".into()))?;
+                self.prepare_xa(xid).await?;
                 self.boundary(end);
                 Ok(true)
             }
@@ -986,6 +1121,8 @@ impl Pipeline<'_> {
     /// The end of a transaction (XID, COMMIT, or a DDL statement).
     fn boundary(&mut self, end: u64) {
         self.in_tx = false;
+        self.tx_open = false;
+        self.savepoints.end_transaction();
         if self.tx_rows > 0 || self.tx_ddl {
             self.next_tx_seq += 1;
         }
@@ -1029,21 +1166,38 @@ impl Pipeline<'_> {
         }
         let table = Arc::clone(&buffer.table);
         let estimate = buffer.approx_bytes();
-        let batch = buffer.finish()?;
+        let batch = self
+            .savepoints
+            .keep(&table.qualified_name(), buffer.finish()?)?;
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
         let arrow = batch.get_array_memory_size();
         debug!(table = %table.qualified_name(), estimate, arrow, rows = batch.num_rows(), "flushing a buffer");
         // What the batch holds, plus the encoder's compressed pages of the
         // row group and the file's bytes: each up to a quarter of the batch
         // with zstd on these tables.
         let bytes = arrow * 3 / 2;
-        let path = commit::data_file_path(
-            &table.database,
-            &table.name,
-            self.next_manifest_seq(),
-            self.file_counter,
-            &self.writer_id,
-        );
-        self.file_counter += 1;
+        let held = self.xa_active;
+        let path = if held {
+            self.xa_counter += 1;
+            xa::held_file_path(
+                &self.writer_id,
+                self.xa_counter,
+                &table.database,
+                &table.name,
+            )
+        } else {
+            self.file_counter += 1;
+            commit::data_file_path(
+                &table.database,
+                &table.name,
+                self.next_manifest_seq(),
+                self.file_counter - 1,
+                &self.writer_id,
+            )
+        };
+        self.file_seqs.insert(path.to_string(), seq_range(&batch));
         let store = Arc::clone(&self.lake.store);
         let threshold = self.config.sink.multipart_threshold;
         let task = tokio::spawn(async move {
@@ -1061,7 +1215,7 @@ impl Pipeline<'_> {
                 schema_version: table.version,
             })
         });
-        self.in_flight.push_back(Flush { task, bytes });
+        self.in_flight.push_back(Flush { task, bytes, held });
         Ok(())
     }
 
@@ -1074,8 +1228,220 @@ impl Pipeline<'_> {
             .task
             .await
             .map_err(|e| Error::Lake(format!("flush task failed: {e}")))??;
-        self.pending.push(file);
+        if flush.held {
+            self.xa_written.push(file.path.clone());
+            self.xa_files.push(file);
+        } else {
+            self.pending.push(file);
+        }
         Ok(())
+    }
+
+    /// A logged ROLLBACK or ROLLBACK TO SAVEPOINT took rows back. The server
+    /// undoes them only in transactional tables, so their engines are asked
+    /// first (offline replay has no server to ask: every table counts as
+    /// transactional there). Rows may already be in pending files (a buffer
+    /// written out under memory pressure): those files are written again
+    /// without them, under new names, and the old ones deleted. Rows still
+    /// in buffers are left out when the buffers are written.
+    async fn take_back_rows(&mut self) -> Result<()> {
+        if self.config.source.binlog_dir.is_none() {
+            let mut conn = source::connect(&self.config.source).await?;
+            let kept: Vec<(String, String)> = mysql_async::prelude::Queryable::query(
+                &mut conn,
+                "SELECT t.TABLE_SCHEMA, t.TABLE_NAME FROM information_schema.TABLES t \
+                 JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE \
+                 WHERE e.TRANSACTIONS <> 'YES' \
+                 AND t.TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')",
+            )
+            .await
+            .map_err(|e| Error::Connection(format!("reading the tables' engines: {e}")))?;
+            drop(conn);
+            self.savepoints
+                .keep_tables(kept.into_iter().map(|(db, t)| format!("{db}.{t}")));
+        } else {
+            warn!("a logged rollback took rows back in offline replay: every table counts as transactional");
+        }
+        while !self.in_flight.is_empty() {
+            self.finish_oldest_flush().await?;
+        }
+        for i in 0..self.pending.len() {
+            let old = self.pending[i].path.clone();
+            let table_name = self.pending[i].table.clone();
+            let Some(seqs) = self.file_seqs.get(&old).cloned() else {
+                continue;
+            };
+            if !self.savepoints.overlaps(&table_name, &seqs) {
+                continue;
+            }
+            let old_path = object_store::path::Path::from(old.as_str());
+            let bytes = self.lake.store.get(&old_path).await?.bytes().await?;
+            let batch = self
+                .savepoints
+                .keep(&table_name, sink::decode_parquet(bytes)?)?;
+            let (db, table) = self.pending[i]
+                .table
+                .split_once('.')
+                .ok_or_else(|| Error::Lake(format!("pending file {old} of an unnamed table")))?;
+            let path = commit::data_file_path(
+                db,
+                table,
+                self.next_manifest_seq(),
+                self.file_counter,
+                &self.writer_id,
+            );
+            self.file_counter += 1;
+            let rows = batch.num_rows() as u64;
+            let bytes = if rows > 0 {
+                let encoded = sink::encode_parquet(&batch)?;
+                sink::put_file(
+                    self.lake.store.as_ref(),
+                    &path,
+                    encoded,
+                    self.config.sink.multipart_threshold,
+                )
+                .await?
+            } else {
+                0
+            };
+            self.file_seqs.remove(&old);
+            self.file_seqs.insert(path.to_string(), seq_range(&batch));
+            let file = &mut self.pending[i];
+            file.path = path.to_string();
+            file.rows = rows;
+            file.bytes = bytes;
+            self.lake.store.delete(&old_path).await?;
+        }
+        self.pending.retain(|f| f.rows > 0);
+        Ok(())
+    }
+
+    /// The prepared part of an XA transaction begins: what the buffers hold
+    /// belongs to earlier transactions and goes off as pending files; what
+    /// is written from here to the XA_PREPARE is held.
+    fn begin_xa(&mut self) -> Result<()> {
+        let names: Vec<String> = self.buffers.keys().cloned().collect();
+        for name in names {
+            self.start_flush(&name)?;
+        }
+        self.xa_active = true;
+        self.xa_files.clear();
+        Ok(())
+    }
+
+    /// XA_PREPARE: the transaction's rows go to held files, listed under its
+    /// xid by every manifest until its outcome. Its rows consume no
+    /// `_tx_seq` here; they get one at XA COMMIT.
+    async fn prepare_xa(&mut self, xid: String) -> Result<()> {
+        if !self.xa_active {
+            warn!(%xid, at = %self.position(), "XA_PREPARE outside an XA transaction");
+            return Ok(());
+        }
+        let names: Vec<String> = self.buffers.keys().cloned().collect();
+        for name in names {
+            self.start_flush(&name)?;
+        }
+        while !self.in_flight.is_empty() {
+            self.finish_oldest_flush().await?;
+        }
+        self.xa_active = false;
+        self.tx_rows = 0;
+        let files = std::mem::take(&mut self.xa_files);
+        if !files.is_empty() {
+            info!(%xid, files = files.len(), "XA PREPARE: rows held until XA COMMIT");
+            self.prepared.insert(
+                xid.clone(),
+                PreparedXa {
+                    xid,
+                    gtid: self.tx_gtid.clone(),
+                    files,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// XA COMMIT of a prepared transaction: its held rows enter the stream
+    /// here, with `_seq` and `_tx_seq` of this point.
+    async fn commit_xa(&mut self, xid: &str) -> Result<()> {
+        let Some(p) = self.prepared.remove(xid) else {
+            if self.xa_active {
+                // MySQL: XA COMMIT of a transaction in hand that was never prepared.
+                return self.commit_one_phase_xa().await;
+            }
+            warn!(%xid, at = %self.position(), "XA COMMIT of a transaction prepared before the lake's start position: its rows are not in the lake");
+            return Ok(());
+        };
+        for file in p.files {
+            let tx_seq = self.next_tx_seq;
+            let first = self.next_seq;
+            let copied = self.copy_held_file(&file, Some((first, tx_seq))).await?;
+            self.next_seq += copied.rows as i64;
+            self.tx_rows += copied.rows;
+            self.pending.push(copied);
+            self.xa_done.push(file.path);
+        }
+        Ok(())
+    }
+
+    /// MySQL's `XA COMMIT … ONE PHASE` ends an XA transaction that was never
+    /// prepared: an ordinary transaction. Rows written out while it ran were
+    /// held; they move to the table folders as they are (their `_seq` is
+    /// already in order).
+    async fn commit_one_phase_xa(&mut self) -> Result<()> {
+        while !self.in_flight.is_empty() {
+            self.finish_oldest_flush().await?;
+        }
+        self.xa_active = false;
+        for file in std::mem::take(&mut self.xa_files) {
+            let copied = self.copy_held_file(&file, None).await?;
+            self.pending.push(copied);
+            self.xa_done.push(file.path);
+        }
+        Ok(())
+    }
+
+    /// Copies a held file into its table's folder as a pending data file,
+    /// optionally with new `_seq` (from `first`) and `_tx_seq`.
+    async fn copy_held_file(
+        &mut self,
+        file: &DataFile,
+        resequence: Option<(i64, i64)>,
+    ) -> Result<DataFile> {
+        let held = object_store::path::Path::from(file.path.as_str());
+        let bytes = self.lake.store.get(&held).await?.bytes().await?;
+        let mut batch = sink::decode_parquet(bytes)?;
+        if let Some((first, tx_seq)) = resequence {
+            batch = xa::resequence(&batch, first, tx_seq)?;
+        }
+        let (db, table) = file
+            .table
+            .split_once('.')
+            .ok_or_else(|| Error::Lake(format!("held file {} of an unnamed table", file.path)))?;
+        let path = commit::data_file_path(
+            db,
+            table,
+            self.next_manifest_seq(),
+            self.file_counter,
+            &self.writer_id,
+        );
+        self.file_counter += 1;
+        self.file_seqs.insert(path.to_string(), seq_range(&batch));
+        let encoded = sink::encode_parquet(&batch)?;
+        let size = sink::put_file(
+            self.lake.store.as_ref(),
+            &path,
+            encoded,
+            self.config.sink.multipart_threshold,
+        )
+        .await?;
+        Ok(DataFile {
+            table: file.table.clone(),
+            path: path.to_string(),
+            rows: batch.num_rows() as u64,
+            bytes: size,
+            schema_version: file.schema_version,
+        })
     }
 
     /// Flushes every buffer and commits a manifest at the current cursor.
@@ -1088,6 +1454,8 @@ impl Pipeline<'_> {
         while !self.in_flight.is_empty() {
             self.finish_oldest_flush().await?;
         }
+        // Every buffer is written: no row taken back is left in memory.
+        self.savepoints.written();
         if !self.dirty() {
             return Ok(());
         }
@@ -1117,6 +1485,7 @@ impl Pipeline<'_> {
             files: std::mem::take(&mut self.pending),
             ddl: self.tracker.uncommitted().1.to_vec(),
             totals,
+            xa_prepared: self.prepared.values().cloned().collect(),
         };
         // The schema versions of this checkpoint become durable with it:
         // their objects are written first and named after its seq.
@@ -1132,6 +1501,11 @@ impl Pipeline<'_> {
                     .files
                     .iter()
                     .map(|f| object_store::path::Path::from(f.path.as_str()))
+                    .chain(
+                        self.xa_written
+                            .iter()
+                            .map(|p| object_store::path::Path::from(p.as_str())),
+                    )
                     .chain(schema_objects);
                 for path in paths {
                     if let Err(del) = self.lake.store.delete(&path).await {
@@ -1143,10 +1517,20 @@ impl Pipeline<'_> {
         }
         info!(seq = manifest.seq, files = manifest.files.len(), cursor = %self.position(), "committed");
         self.summary.manifests += 1;
-        self.tracker.committed();
+        if let Err(e) = self.tracker.committed() {
+            warn!(error = %e, "could not forget the applied `schema resync` shapes; they match no later position");
+        }
         self.summary.rows += manifest.files.iter().map(|f| f.rows).sum::<u64>();
         self.committed = Some(manifest);
         self.file_counter = 0;
+        self.file_seqs.clear();
+        self.xa_written.clear();
+        for path in std::mem::take(&mut self.xa_done) {
+            let path = object_store::path::Path::from(path.as_str());
+            if let Err(e) = self.lake.store.delete(&path).await {
+                warn!(%path, error = %e, "could not delete a held file of a resolved XA transaction; the next start removes it");
+            }
+        }
         self.last_checkpoint = Instant::now();
         Ok(())
     }
