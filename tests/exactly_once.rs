@@ -234,9 +234,27 @@ fn resumes_after_kill(backend: Backend, cycles: usize) {
     };
 
     let mut manifests_per_cycle = Vec::new();
+    let mut left_by_last_kill: BTreeSet<String> = BTreeSet::new();
     for cycle in 0..cycles {
         let before = test_lake.manifest_count();
         let mut running = sluice.spawn_run(false);
+        // A start deletes the files the last kill left uncommitted before it
+        // commits anything of its own.
+        assert!(
+            wait_until(Duration::from_secs(60), || test_lake.manifest_count()
+                > before),
+            "cycle {cycle}: the restarted sluice committed nothing within 60 s; log:\n{}",
+            running.log_tail(40)
+        );
+        let survivors: Vec<String> = test_lake
+            .data_files()
+            .intersection(&left_by_last_kill)
+            .cloned()
+            .collect();
+        assert!(
+            survivors.is_empty(),
+            "cycle {cycle}: files the last kill left uncommitted survived the restart: {survivors:?}"
+        );
         let ms = rng.gen_range(300..2000);
         std::thread::sleep(Duration::from_millis(ms));
         if let Some(status) = running.try_wait() {
@@ -249,8 +267,14 @@ fn resumes_after_kill(backend: Backend, cycles: usize) {
         // What is committed at the moment of a kill is already consistent.
         let committed = test_lake.read_committed();
         let listed: BTreeSet<String> = committed.files.iter().map(|f| f.path.clone()).collect();
-        let left_behind = test_lake.data_files().difference(&listed).count();
-        manifests_per_cycle.push((ms, committed.manifests.len() - before, left_behind));
+        left_by_last_kill = test_lake
+            .data_files()
+            .difference(&listed)
+            .cloned()
+            .collect();
+        let new_manifests = committed.manifests.len() - before;
+        assert!(new_manifests >= 1, "cycle {cycle}: nothing committed");
+        manifests_per_cycle.push((ms, new_manifests, left_by_last_kill.len()));
     }
     eprintln!(
         "(ms alive, manifests committed, uncommitted files left) per kill cycle: {manifests_per_cycle:?}"

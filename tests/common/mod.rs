@@ -946,20 +946,14 @@ pub fn data_files(root: &Path) -> BTreeSet<String> {
     out
 }
 
-fn manifest_schema() -> Option<jsonschema::Validator> {
+/// The manifest's JSON Schema; every manifest a test reads is validated
+/// against it. A missing schema file fails the test: it is part of the repo.
+fn manifest_schema() -> jsonschema::Validator {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/manifest.schema.json");
-    let text = match fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(_) => {
-            eprintln!(
-                "warning: {} missing; manifests not validated",
-                path.display()
-            );
-            return None;
-        }
-    };
+    let text = fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; manifests must be validated", path.display()));
     let schema: Value = serde_json::from_str(&text).expect("manifest.schema.json is JSON");
-    Some(jsonschema::validator_for(&schema).expect("manifest.schema.json is a valid JSON Schema"))
+    jsonschema::validator_for(&schema).expect("manifest.schema.json is a valid JSON Schema")
 }
 
 /// One committed Parquet file.
@@ -1021,16 +1015,14 @@ impl Lake {
             let text = fs::read_to_string(path).unwrap();
             let manifest: Value = serde_json::from_str(&text)
                 .unwrap_or_else(|e| panic!("{name} is not JSON: {e}\n{text}"));
-            if let Some(v) = &validator {
-                let errors: Vec<String> = v
-                    .iter_errors(&manifest)
-                    .map(|e| format!("{} at {}", e, e.instance_path))
-                    .collect();
-                assert!(
-                    errors.is_empty(),
-                    "{name} violates manifest.schema.json: {errors:#?}\n{text}"
-                );
-            }
+            let errors: Vec<String> = validator
+                .iter_errors(&manifest)
+                .map(|e| format!("{} at {}", e, e.instance_path))
+                .collect();
+            assert!(
+                errors.is_empty(),
+                "{name} violates manifest.schema.json: {errors:#?}\n{text}"
+            );
             assert_eq!(manifest["format"], 1, "{name}: format");
             assert_eq!(
                 manifest["seq"].as_u64(),
