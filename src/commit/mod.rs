@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
@@ -140,6 +140,15 @@ impl Lake {
         Ok(m)
     }
 
+    /// Whether manifest `seq` is in the lake.
+    pub async fn manifest_exists(&self, seq: u64) -> Result<bool> {
+        match self.store.head(&manifest_path(seq)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Writes the manifest put-if-absent. If it exists, another writer owns the lake.
     pub async fn commit(&self, manifest: &Manifest) -> Result<()> {
         let body = serde_json::to_vec_pretty(manifest)
@@ -185,41 +194,24 @@ impl Lake {
     /// for a sequence above `committed` and, of `committed` itself, those its
     /// manifest does not list (a fenced writer's leftovers). Only the tail of
     /// each table folder is listed, from `part-<committed>` on.
-    /// Deletes held files of prepared XA transactions (`_sluice/xa/`) that
-    /// the newest manifest does not list: written after it by a run that
-    /// died, or of transactions resolved since.
-    pub async fn remove_orphan_held_files(
-        &self,
-        committed: Option<&Manifest>,
-    ) -> Result<Vec<Path>> {
-        let listed: BTreeSet<&str> = committed
-            .map(|m| {
-                m.xa_prepared
-                    .iter()
-                    .flat_map(|x| x.files.iter().map(|f| f.path.as_str()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let held: Vec<_> = self
-            .store
-            .list(Some(&Path::from("_sluice/xa")))
-            .try_collect()
-            .await?;
-        let mut removed = Vec::new();
-        for meta in held {
-            if !listed.contains(meta.location.as_ref()) {
-                self.store.delete(&meta.location).await?;
-                removed.push(meta.location);
-            }
-        }
-        Ok(removed)
-    }
-
-    pub async fn remove_orphans(&self, committed: Option<&Manifest>) -> Result<Vec<Path>> {
-        let seq = committed.map(|m| m.seq).unwrap_or(0);
-        let listed: BTreeSet<&str> = committed
-            .map(|m| m.files.iter().map(|f| f.path.as_str()).collect())
-            .unwrap_or_default();
+    /// Deletes what can provably never be committed, once manifest `m` is
+    /// committed: data files named for checkpoint `m.seq` that `m` does not
+    /// list (a writer fenced at that seq, or one that died before it), and
+    /// held XA files written for a checkpoint up to `m.seq` that `m` does not
+    /// list (resolved transactions, or a dead writer's).
+    ///
+    /// Files named for a later checkpoint are left alone: another sidecar
+    /// still running on this lake may yet commit them (it is fenced at its
+    /// next commit, and deletes its own files then). So a start cleans up
+    /// after the newest manifest, and after its own first commit, which
+    /// fences every writer that started before it.
+    pub async fn remove_orphans(&self, m: &Manifest) -> Result<Vec<Path>> {
+        let listed: BTreeSet<&str> = m
+            .files
+            .iter()
+            .chain(m.xa_prepared.iter().flat_map(|x| x.files.iter()))
+            .map(|f| f.path.as_str())
+            .collect();
         let mut removed = Vec::new();
         let dbs = self.store.list_with_delimiter(None).await?;
         for db in dbs.common_prefixes {
@@ -228,7 +220,7 @@ impl Lake {
             }
             let tables = self.store.list_with_delimiter(Some(&db)).await?;
             for table in tables.common_prefixes {
-                let offset = table.clone().join(format!("part-{seq:020}"));
+                let offset = table.clone().join(format!("part-{:020}", m.seq));
                 let tail: Vec<_> = self
                     .store
                     .list_with_offset(Some(&table), &offset)
@@ -239,18 +231,69 @@ impl Lake {
                     else {
                         continue;
                     };
-                    if file_seq > seq
-                        || (file_seq == seq && !listed.contains(meta.location.as_ref()))
-                    {
+                    if file_seq == m.seq && !listed.contains(meta.location.as_ref()) {
                         self.store.delete(&meta.location).await?;
                         removed.push(meta.location);
                     }
                 }
             }
         }
+        let held: Vec<_> = self
+            .store
+            .list(Some(&Path::from(XA_DIR)))
+            .try_collect()
+            .await?;
+        for meta in held {
+            let written_for = meta
+                .location
+                .parts()
+                .nth(2)
+                .and_then(|p| p.as_ref().split('-').next()?.parse::<u64>().ok());
+            if written_for.is_some_and(|seq| seq <= m.seq)
+                && !listed.contains(meta.location.as_ref())
+            {
+                self.store.delete(&meta.location).await?;
+                removed.push(meta.location);
+            }
+        }
         Ok(removed)
     }
+
+    /// Checks, before a commit, that every file it is about to list is in the
+    /// store with the size it was written with. A file that vanished means
+    /// something else deletes in this lake: committing would lose its rows.
+    pub async fn verify_files(&self, files: &[&DataFile]) -> Result<()> {
+        let heads = futures::stream::iter(files.iter().map(|f| async move {
+            let path = Path::from(f.path.as_str());
+            (f, self.store.head(&path).await)
+        }))
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+        for (f, head) in heads {
+            match head {
+                Ok(meta) if meta.size == f.bytes => {}
+                Ok(meta) => {
+                    return Err(Error::Lake(format!(
+                        "{} holds {} bytes, {} were written: something else writes to this lake; stop any other sidecar on it and restart",
+                        f.path, meta.size, f.bytes
+                    )))
+                }
+                Err(object_store::Error::NotFound { .. }) => {
+                    return Err(Error::Lake(format!(
+                        "{} was written for this checkpoint and is gone: something else deletes in this lake; stop any other sidecar on it and restart",
+                        f.path
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
 }
+
+/// Held files of prepared XA transactions: `_sluice/xa/<checkpoint seq>-<writer>-<n>/<db>/<table>.parquet`.
+pub const XA_DIR: &str = "_sluice/xa";
 
 #[cfg(test)]
 mod tests {
@@ -328,7 +371,7 @@ mod tests {
         let latest = lake.latest_manifest().await.unwrap().unwrap();
         assert_eq!(latest.seq, 1);
         let mut removed: Vec<String> = lake
-            .remove_orphans(Some(&latest))
+            .remove_orphans(&latest)
             .await
             .unwrap()
             .iter()
@@ -337,10 +380,8 @@ mod tests {
         removed.sort();
         assert_eq!(
             removed,
-            vec![
-                "shop/t/part-00000000000000000001-00000-cd.parquet",
-                "shop/t/part-00000000000000000002-00000-ab.parquet"
-            ]
+            vec!["shop/t/part-00000000000000000001-00000-cd.parquet"],
+            "checkpoint 2 may still be committed by a live writer"
         );
     }
 }

@@ -157,8 +157,13 @@ pub async fn run(
             },
         },
     };
-    let mut removed = lake.remove_orphans(committed.as_ref()).await?;
-    removed.extend(lake.remove_orphan_held_files(committed.as_ref()).await?);
+    // Only what the newest manifest proves uncommittable: files named for a
+    // later checkpoint may belong to a sidecar still running on this lake;
+    // they go after this run's first commit (see `Lake::remove_orphans`).
+    let removed = match &committed {
+        Some(m) => lake.remove_orphans(m).await?,
+        None => Vec::new(),
+    };
     if !removed.is_empty() {
         info!(
             files = removed.len(),
@@ -1182,6 +1187,7 @@ impl Pipeline<'_> {
         let path = if held {
             self.xa_counter += 1;
             xa::held_file_path(
+                self.next_manifest_seq(),
                 &self.writer_id,
                 self.xa_counter,
                 &table.database,
@@ -1444,6 +1450,29 @@ impl Pipeline<'_> {
         })
     }
 
+    /// This run's first commit fences every writer that started before it:
+    /// what they wrote for checkpoints up to this one can never be committed.
+    async fn remove_orphans_after_first_commit(&self, m: &Manifest) {
+        match self.lake.remove_orphans(m).await {
+            Ok(removed) if !removed.is_empty() => {
+                info!(
+                    files = removed.len(),
+                    "removed files no checkpoint will commit"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "could not remove uncommitted files; the next start does"),
+        }
+        if let Err(e) = self
+            .tracker
+            .history()
+            .remove_orphan_objects(self.lake.store.as_ref(), m.seq)
+            .await
+        {
+            warn!(error = %e, "could not remove uncommitted schema objects; the next start does");
+        }
+    }
+
     /// Flushes every buffer and commits a manifest at the current cursor.
     /// Only called at a transaction boundary.
     async fn checkpoint(&mut self) -> Result<()> {
@@ -1494,7 +1523,26 @@ impl Pipeline<'_> {
             schema_objects
                 .push(history::put_version(self.lake.store.as_ref(), v, &self.writer_id).await?);
         }
-        if let Err(e) = self.lake.commit(&manifest).await {
+        let written_now: Vec<&DataFile> = manifest
+            .files
+            .iter()
+            .chain(manifest.xa_prepared.iter().flat_map(|x| x.files.iter()))
+            .filter(|f| !f.path.starts_with(xa::XA_PREFIX) || self.xa_written.contains(&f.path))
+            .collect();
+        let verified = match self.lake.verify_files(&written_now).await {
+            // Files of ours deleted because another writer committed this
+            // seq first (its first commit cleans up): we are fenced.
+            Err(e) if self.lake.manifest_exists(manifest.seq).await? => {
+                debug!(error = %e, "files of this checkpoint are gone and its manifest exists");
+                Err(Error::Fenced { seq: manifest.seq })
+            }
+            other => other,
+        };
+        let committed = match verified {
+            Ok(()) => self.lake.commit(&manifest).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = committed {
             if matches!(e, Error::Fenced { .. }) {
                 // Our files can never be committed: leave no orphans behind.
                 let paths = manifest
@@ -1516,6 +1564,9 @@ impl Pipeline<'_> {
             return Err(e);
         }
         info!(seq = manifest.seq, files = manifest.files.len(), cursor = %self.position(), "committed");
+        if self.summary.manifests == 0 {
+            self.remove_orphans_after_first_commit(&manifest).await;
+        }
         self.summary.manifests += 1;
         if let Err(e) = self.tracker.committed() {
             warn!(error = %e, "could not forget the applied `schema resync` shapes; they match no later position");

@@ -23,12 +23,17 @@ use object_store::path::Path;
 
 use crate::error::{Error, Result};
 
-/// Where a held file of a prepared transaction is written.
-pub fn held_file_path(writer: &str, n: u64, db: &str, table: &str) -> Path {
+/// Held files live under this prefix, never in the table folders.
+pub const XA_PREFIX: &str = "_sluice/xa/";
+
+/// Where a held file of a prepared transaction is written: named, like data
+/// files, for the checkpoint it is written for, so that clean-up can tell
+/// which may still be committed (see `Lake::remove_orphans`).
+pub fn held_file_path(checkpoint: u64, writer: &str, n: u64, db: &str, table: &str) -> Path {
     Path::from_iter([
         "_sluice".to_string(),
         "xa".to_string(),
-        format!("{writer}-{n:08}"),
+        format!("{checkpoint:020}-{writer}-{n:08}"),
         db.to_string(),
         format!("{table}.parquet"),
     ])

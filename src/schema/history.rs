@@ -565,7 +565,14 @@ impl SchemaHistory {
                 }
                 None => None,
             };
-            if ckpt > committed || committed_by.as_deref() != Some(writer.as_str()) {
+            if ckpt > committed {
+                // Not committed yet: a sidecar still running on this lake may
+                // commit it. It goes after this run's first commit
+                // (`remove_orphan_objects`), if it is not committed by then.
+                continue;
+            }
+            if committed_by.as_deref() != Some(writer.as_str()) {
+                // Its checkpoint was committed by another writer: never ours.
                 if prune {
                     store.delete(&meta.location).await?;
                     report.orphans_removed += 1;
@@ -590,6 +597,36 @@ impl SchemaHistory {
             self.set_meta("committed_seq", &committed.to_string())?;
         }
         Ok(report)
+    }
+}
+
+impl SchemaHistory {
+    /// Deletes the schema objects written for checkpoint `seq` by a writer
+    /// other than the one that committed it: once `seq` is committed they can
+    /// never be.
+    pub async fn remove_orphan_objects(&self, store: &dyn ObjectStore, seq: u64) -> Result<usize> {
+        let objects: Vec<_> = store
+            .list(Some(&Path::from(LAKE_DIR)))
+            .try_collect()
+            .await?;
+        let mut committed_by: Option<String> = None;
+        let mut removed = 0;
+        for meta in objects {
+            let Some((ckpt, writer)) = meta.location.filename().and_then(checkpoint_of) else {
+                continue;
+            };
+            if ckpt != seq {
+                continue;
+            }
+            if committed_by.is_none() {
+                committed_by = Some(manifest_writer(store, seq).await?);
+            }
+            if committed_by.as_deref() != Some(writer.as_str()) {
+                store.delete(&meta.location).await?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 }
 
