@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mysql_common::binlog::events::{Event, QueryEvent, TableMapEvent};
+use mysql_common::binlog::events::{Event, ExecuteLoadQueryEvent, QueryEvent, TableMapEvent};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -768,6 +768,7 @@ impl Pipeline<'_> {
                         Ok(true)
                     }
                     QueryKind::Other => {
+                        decode::dml::refuse_captured(&statement, &q.schema(), &self.config.filter, &self.file, start)?;
                         let at = self.stream_point(start, header.timestamp());
                         let fx = self.tracker.apply_ddl(&statement, &q.schema(), &at)?;
                         if fx.captured {
@@ -778,6 +779,11 @@ impl Pipeline<'_> {
                         Ok(true)
                     }
                 }
+            }
+            et::EXECUTE_LOAD_QUERY => {
+                let q: ExecuteLoadQueryEvent<'_> = event.read_event().map_err(|e| at(format!("bad Execute_load_query event: {e}")))?;
+                decode::dml::refuse_captured(&q.query(), &q.schema(), &self.config.filter, &self.file, start)?;
+                Ok(false)
             }
             et::MYSQL_ROWS_QUERY | et::MARIADB_ANNOTATE_ROWS => {
                 let text = decode::statement_text(ty, body, self.config.source.max_sql_bytes);
