@@ -669,11 +669,12 @@ impl Pipeline<'_> {
         if header.event_type_raw() == et::TRANSACTION_PAYLOAD {
             // MySQL binlog transaction compression: the inner events have no
             // positions of their own; they all sit at the payload's.
-            let inner = decode::payload::expand_payload(event)
+            let inner = decode::payload::payload_events(event, self.config.flush.max_buffer_bytes)
                 .map_err(|m| Error::decode(&self.file, start, m))?;
             let mut boundary = false;
-            for e in &inner {
-                boundary |= self.handle_at(e, start, end, saw_fde).await?;
+            for e in inner {
+                let e = e.map_err(|m| Error::decode(&self.file, start, m))?;
+                boundary |= self.handle_at(&e, start, end, saw_fde).await?;
             }
             return Ok(boundary);
         }
