@@ -244,7 +244,6 @@ pub async fn run(
             Err(e) => return Err(e),
         }
     }
-    p.summary.zero_dates = p.stats.zero_dates;
     Ok(p.summary)
 }
 
@@ -631,6 +630,7 @@ impl Pipeline<'_> {
         self.tx_gtid = None;
         self.tx_ddl = false;
         self.tx_sql = None;
+        self.stats.zero_dates = 0;
         let by_gtid = match self.config.source.resume {
             Resume::Position => false,
             Resume::Auto | Resume::Gtid => self.server.gtid && !self.gtid_state.is_empty(),
@@ -1124,6 +1124,7 @@ impl Pipeline<'_> {
             files: std::mem::take(&mut self.pending),
             ddl: self.tracker.uncommitted().1.to_vec(),
             totals,
+            zero_dates: self.committed.as_ref().map_or(0, |m| m.zero_dates) + self.stats.zero_dates,
         };
         // The schema versions of this checkpoint become durable with it:
         // their objects are written first and named after its seq.
@@ -1152,6 +1153,8 @@ impl Pipeline<'_> {
         self.summary.manifests += 1;
         self.tracker.committed();
         self.summary.rows += manifest.files.iter().map(|f| f.rows).sum::<u64>();
+        // Zero dates are counted once their rows are committed.
+        self.summary.zero_dates += std::mem::take(&mut self.stats.zero_dates);
         self.committed = Some(manifest);
         self.file_counter = 0;
         self.last_checkpoint = Instant::now();
