@@ -117,6 +117,11 @@ pub struct S3Overrides {
     pub allow_http: Option<bool>,
 }
 
+/// Upper bound of `[sink] multipart_threshold`: S3 refuses a single PUT above it.
+const MAX_SINGLE_PUT: usize = 5 << 30;
+/// Upper bound of `[source] max_sql_bytes`: `max_allowed_packet` cannot exceed it.
+const MAX_SQL_BYTES: usize = 1 << 30;
+
 /// Default of `[sink] multipart_threshold`.
 pub const DEFAULT_MULTIPART_THRESHOLD: usize = 16 << 20;
 
@@ -230,13 +235,7 @@ impl Config {
 
     /// Parses the TOML text; the error is one line naming the key.
     pub fn parse(text: &str) -> std::result::Result<Config, String> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| format!("line {}: ", text[..s.start].lines().count().max(1)))
-                .unwrap_or_default();
-            format!("{line}{}", e.message().replace('\n', " "))
-        })?;
+        let raw: RawConfig = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
 
         let mut source = parse_source(raw.source)?;
         let filter = TableFilter::new(&raw.filter.include, &raw.filter.exclude)?;
@@ -321,7 +320,12 @@ fn parse_source(raw: RawSource) -> std::result::Result<SourceConfig, String> {
         connect_timeout: opt_duration(raw.connect_timeout, "source.connect_timeout", 10)?,
         heartbeat: opt_duration(raw.heartbeat, "source.heartbeat", 5)?,
         max_sql_bytes: match raw.max_sql_bytes {
-            Some(s) => parse_size(&s).map_err(|e| format!("source.max_sql_bytes: {e}"))?,
+            Some(s) => match parse_size(&s).map_err(|e| format!("source.max_sql_bytes: {e}"))? {
+                n if n > MAX_SQL_BYTES => {
+                    return Err("source.max_sql_bytes: must be at most 1GiB (the largest statement a server accepts)".into())
+                }
+                n => n,
+            },
             None => 4096,
         },
         resume,
@@ -451,6 +455,11 @@ fn parse_sink(raw: RawSink) -> std::result::Result<SinkConfig, String> {
             "sink.multipart_threshold: must be at least 5MiB (the smallest S3 part)".into(),
         );
     }
+    if multipart_threshold > MAX_SINGLE_PUT {
+        return Err(
+            "sink.multipart_threshold: must be at most 5GiB (the largest single S3 PUT)".into(),
+        );
+    }
     Ok(SinkConfig {
         location,
         url: raw.url,
@@ -526,6 +535,38 @@ pub fn parse_lake_url(url: &str) -> std::result::Result<LakeLocation, String> {
     }
 }
 
+/// A TOML or type error as one line that names the key: serde reports the
+/// field only for unknown keys, so the key is read from the source line the
+/// error points at, under the `[section]` above it.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().replace('\n', " ");
+    let Some(span) = e.span() else {
+        return message;
+    };
+    let start = span.start.min(text.len());
+    let line_no = text[..start].lines().count().max(1);
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let section = text[..line_start + line.len()]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim());
+    // A missing key is reported at its table, whose first line names another.
+    let key = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().trim_matches('"'))
+        .filter(|k| !k.is_empty() && !k.starts_with('[') && !message.starts_with("missing field"));
+    let named = match (section, key) {
+        (Some(s), Some(k)) => format!("{s}.{k}"),
+        (None, Some(k)) => k.to_string(),
+        (Some(s), None) => s.to_string(),
+        (None, None) => return format!("line {line_no}: {message}"),
+    };
+    format!("{named}: {message} (line {line_no})")
+}
+
 fn opt_duration(
     value: Option<String>,
     key: &str,
@@ -537,7 +578,14 @@ fn opt_duration(
     }
 }
 
-/// `"500ms"`, `"10s"`, `"5m"`, `"1h"`.
+/// The shortest duration any key accepts: below it timers round to zero.
+pub const MIN_DURATION: Duration = Duration::from_millis(1);
+/// The longest duration any key accepts. Far beyond any useful timeout or
+/// interval, and small enough that sums and multiples of it (three
+/// heartbeats, a deadline from now) cannot overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `"500ms"`, `"10s"`, `"5m"`, `"1h"`, between [`MIN_DURATION`] and [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     let s = s.trim();
     let split = s
@@ -557,18 +605,29 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     if secs <= 0.0 {
         return Err(format!("`{s}` must be positive"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    let range = || {
+        format!(
+            "between {:?} and {}h",
+            MIN_DURATION,
+            MAX_DURATION.as_secs() / 3600
+        )
+    };
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if d < MIN_DURATION => Err(format!("`{s}` is too short, use a duration {}", range())),
+        Ok(d) if d <= MAX_DURATION => Ok(d),
+        _ => Err(format!("`{s}` is too long, use a duration {}", range())),
+    }
 }
 
-/// `"256MiB"`, `"32MiB"`, `"1GiB"`, `"100MB"`, `"4096"`.
+/// The largest size any key accepts (1 TiB); keys may bound it further.
+pub const MAX_SIZE: u64 = 1 << 40;
+
+/// `"256MiB"`, `"32MiB"`, `"1GiB"`, `"100MB"`, `"4096"`: from 1 byte to [`MAX_SIZE`].
 pub fn parse_size(s: &str) -> std::result::Result<usize, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size like \"256MiB\""))?;
-    let mult: usize = match unit.trim() {
+    let mult: u64 = match unit.trim() {
         "" | "B" => 1,
         "KiB" => 1 << 10,
         "MiB" => 1 << 20,
@@ -582,8 +641,20 @@ pub fn parse_size(s: &str) -> std::result::Result<usize, String> {
             ))
         }
     };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("`{s}` is too large"))
+    if num.is_empty() {
+        return Err(format!("`{s}` is not a size like \"256MiB\""));
+    }
+    let too_large = || format!("`{s}` is too large, at most 1024GiB");
+    // Only digits remain: a parse failure is an overflow.
+    let n: u64 = num.parse().map_err(|_| too_large())?;
+    let bytes = n.checked_mul(mult).ok_or_else(too_large)?;
+    if bytes == 0 {
+        return Err(format!("`{s}` must be positive"));
+    }
+    if bytes > MAX_SIZE {
+        return Err(too_large());
+    }
+    usize::try_from(bytes).map_err(|_| too_large())
 }
 
 fn percent_decode(s: &str) -> std::result::Result<String, ()> {
@@ -813,6 +884,241 @@ url = "/tmp/lake"
         assert!(err.starts_with("sink.endpoint: "), "{err}");
         let err = Config::parse(&format!("{s3}multipart_threshold = \"1MiB\"\n")).unwrap_err();
         assert!(err.starts_with("sink.multipart_threshold: "), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_durations_are_errors_naming_the_key() {
+        let top = |line: &str| Config::parse(&format!("{line}\n{MINIMAL}"));
+        let e = top("shutdown_timeout = \"99999999999999999999999h\"").unwrap_err();
+        assert!(
+            e.starts_with("shutdown_timeout: ") && e.contains("too long"),
+            "{e}"
+        );
+        let flush = |line: &str| Config::parse(&format!("{MINIMAL}[flush]\n{line}\n"));
+        let e = flush("interval = \"0.0000000001s\"").unwrap_err();
+        assert!(
+            e.starts_with("flush.interval: ") && e.contains("too short"),
+            "{e}"
+        );
+        let e = flush("interval = \"1e-10s\"").unwrap_err();
+        assert!(e.starts_with("flush.interval: "), "{e}");
+        assert_eq!(
+            flush("interval = \"1ms\"").unwrap().flush.interval,
+            MIN_DURATION
+        );
+        assert_eq!(
+            flush("interval = \"168h\"").unwrap().flush.interval,
+            MAX_DURATION
+        );
+        let e = flush("max_buffer_bytes = \"0\"").unwrap_err();
+        assert!(e.starts_with("flush.max_buffer_bytes: "), "{e}");
+        let e = flush("max_buffer_bytes = \"99999999999999999999999GiB\"").unwrap_err();
+        assert!(
+            e.starts_with("flush.max_buffer_bytes: ") && e.contains("too large"),
+            "{e}"
+        );
+        let sink = |line: &str| Config::parse(&format!("{MINIMAL}{line}\n"));
+        let e = sink("multipart_threshold = \"6GiB\"").unwrap_err();
+        assert!(e.starts_with("sink.multipart_threshold: "), "{e}");
+        let source = |line: &str| {
+            Config::parse(&MINIMAL.replace("server_id = 7", &format!("server_id = 7\n{line}")))
+        };
+        let e = source("max_sql_bytes = \"0B\"").unwrap_err();
+        assert!(e.starts_with("source.max_sql_bytes: "), "{e}");
+        let e = source("max_sql_bytes = \"2GiB\"").unwrap_err();
+        assert!(e.starts_with("source.max_sql_bytes: "), "{e}");
+    }
+
+    #[test]
+    fn type_errors_name_the_key() {
+        let cases = [
+            (
+                MINIMAL.replace("server_id = 7", "server_id = \"seven\""),
+                "source.server_id: ",
+            ),
+            (
+                MINIMAL.replace("server_id = 7", "server_id = -7"),
+                "source.server_id: ",
+            ),
+            (
+                format!("{MINIMAL}[flush]\nmax_rows = -1\n"),
+                "flush.max_rows: ",
+            ),
+            (
+                format!("{MINIMAL}[flush]\ninterval = 10\n"),
+                "flush.interval: ",
+            ),
+            (
+                format!("{MINIMAL}allow_http = \"yes\"\n"),
+                "sink.allow_http: ",
+            ),
+            (
+                format!("shutdown_timeout = 30\n{MINIMAL}"),
+                "shutdown_timeout: ",
+            ),
+            (MINIMAL.replace("server_id = 7\n", ""), "source: "),
+        ];
+        for (text, key) in cases {
+            let e = Config::parse(&text).unwrap_err();
+            assert!(e.starts_with(key), "{key}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    /// Seeded random strings for every duration and size key: parsing never
+    /// panics, an accepted value is within the key's bounds, and a refused
+    /// one is a single line naming the key.
+    #[test]
+    fn random_duration_and_size_values_never_panic() {
+        use rand::{Rng, SeedableRng};
+        enum Kind {
+            Duration,
+            Size { min: usize, max: usize },
+        }
+        let keys = [
+            ("shutdown_timeout", Kind::Duration),
+            ("source.connect_timeout", Kind::Duration),
+            ("source.heartbeat", Kind::Duration),
+            ("flush.interval", Kind::Duration),
+            (
+                "source.max_sql_bytes",
+                Kind::Size {
+                    min: 1,
+                    max: MAX_SQL_BYTES,
+                },
+            ),
+            (
+                "sink.multipart_threshold",
+                Kind::Size {
+                    min: 5 << 20,
+                    max: MAX_SINGLE_PUT,
+                },
+            ),
+            (
+                "flush.max_buffer_bytes",
+                Kind::Size {
+                    min: 1 << 20,
+                    max: MAX_SIZE as usize,
+                },
+            ),
+        ];
+        const PIECES: &[&str] = &[
+            "0",
+            "1",
+            "5",
+            "9",
+            ".",
+            "..",
+            "e",
+            "E",
+            "-",
+            "+",
+            " ",
+            "\t",
+            "_",
+            "ms",
+            "s",
+            "m",
+            "h",
+            "d",
+            "B",
+            "KiB",
+            "MiB",
+            "GiB",
+            "KB",
+            "MB",
+            "GB",
+            "TiB",
+            "inf",
+            "NaN",
+            "µs",
+            "∞",
+            "0x",
+            "1e-10",
+            "99999999999999999999",
+            "18446744073709551616",
+            "0.0000001",
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x51ce);
+        let mut accepted = [0usize; 7];
+        for case in 0..3000 {
+            let mut value = String::new();
+            if rng.gen_bool(0.5) {
+                // Shaped like a value: digits, maybe a fraction, a unit.
+                const UNITS: &[&str] = &[
+                    "", "ms", "s", "m", "h", "B", "KiB", "MiB", "GiB", "KB", "MB", "GB",
+                ];
+                let digits = rng.gen_range(1..=12);
+                value.extend((0..digits).map(|_| char::from(b'0' + rng.gen_range(0..10))));
+                if rng.gen_bool(0.3) {
+                    value.push('.');
+                    value.push(char::from(b'0' + rng.gen_range(0..10)));
+                }
+                value.push_str(UNITS[rng.gen_range(0..UNITS.len())]);
+            }
+            for _ in 0..rng.gen_range(0..=4) {
+                if rng.gen_bool(0.3) {
+                    let digits = rng.gen_range(1..=25);
+                    value.extend((0..digits).map(|_| char::from(b'0' + rng.gen_range(0..10))));
+                } else {
+                    value.push_str(PIECES[rng.gen_range(0..PIECES.len())]);
+                }
+            }
+            let quoted = toml::Value::String(value.clone()).to_string();
+            for (k, (key, kind)) in keys.iter().enumerate() {
+                let (section, name) = key.split_once('.').unwrap_or(("", key));
+                let line = format!("{name} = {quoted}");
+                let text = match section {
+                    "" => format!("{line}\n{MINIMAL}"),
+                    "source" => MINIMAL.replace("server_id = 7", &format!("server_id = 7\n{line}")),
+                    "sink" => format!("{MINIMAL}{line}\n"),
+                    _ => format!("{MINIMAL}[{section}]\n{line}\n"),
+                };
+                let parsed = Config::parse(&text);
+                let c = match parsed {
+                    Err(e) => {
+                        assert!(
+                            e.starts_with(&format!("{key}: ")) && !e.contains('\n'),
+                            "case {case}, {key} = {quoted}: {e}"
+                        );
+                        continue;
+                    }
+                    Ok(c) => c,
+                };
+                accepted[k] += 1;
+                match kind {
+                    Kind::Duration => {
+                        let d = match *key {
+                            "shutdown_timeout" => c.shutdown_timeout,
+                            "source.connect_timeout" => c.source.connect_timeout,
+                            "source.heartbeat" => c.source.heartbeat,
+                            _ => c.flush.interval,
+                        };
+                        assert!(
+                            (MIN_DURATION..=MAX_DURATION).contains(&d),
+                            "case {case}, {key} = {quoted} gave {d:?}"
+                        );
+                        assert_eq!(parse_duration(&value), Ok(d));
+                    }
+                    Kind::Size { min, max } => {
+                        let n = match *key {
+                            "source.max_sql_bytes" => c.source.max_sql_bytes,
+                            "sink.multipart_threshold" => c.sink.multipart_threshold,
+                            _ => c.flush.max_buffer_bytes,
+                        };
+                        assert!(
+                            (*min..=*max).contains(&n),
+                            "case {case}, {key} = {quoted} gave {n}"
+                        );
+                        assert_eq!(parse_size(&value), Ok(n));
+                    }
+                }
+            }
+        }
+        // The generator reaches both outcomes for every key.
+        for ((key, _), n) in keys.iter().zip(accepted) {
+            assert!(n > 10 && n < 3000, "{key}: {n} of 3000 accepted");
+        }
     }
 
     #[test]

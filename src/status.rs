@@ -62,6 +62,7 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
             "committed_at": manifest.as_ref().map(|m| m.committed_at.clone()),
             "cursor": manifest.as_ref().map(|m| &m.cursor),
             "tables": manifest.as_ref().map(|m| m.totals.clone()).unwrap_or_default(),
+            "zero_dates": manifest.as_ref().map_or(0, |m| m.zero_dates),
             "server_head": server.as_ref().ok().map(|(h, _)| h),
             "server_error": server.as_ref().err(),
             "lag_bytes": lag,
@@ -87,6 +88,10 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
                     .unwrap_or_default()
             ));
             out.push_str(&format!("next _seq       {}\n", m.cursor.next_seq));
+            out.push_str(&format!(
+                "zero dates      {} written as null (no Arrow value for 0000-00-00, month or day 0)\n",
+                m.zero_dates
+            ));
         }
     }
     match &server {

@@ -30,6 +30,10 @@ pub struct Manifest {
     /// Cumulative committed rows per `db.table` since the lake began.
     #[serde(default)]
     pub totals: BTreeMap<String, u64>,
+    /// Zero or partly-zero dates written as null since the lake began
+    /// (committed rows only). Absent from manifests of earlier versions.
+    #[serde(default)]
+    pub zero_dates: u64,
     /// XA transactions prepared before the cursor whose `XA COMMIT` or
     /// `XA ROLLBACK` is after it: their rows wait in held files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -313,6 +317,39 @@ mod tests {
         );
     }
 
+    /// `zero_dates` came later: a manifest without it still validates
+    /// against the schema and loads (as 0); one with it validates too.
+    #[test]
+    fn zero_dates_is_optional_in_the_manifest() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../schemas/manifest.schema.json")).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let old = serde_json::json!({
+            "format": 1,
+            "seq": 3,
+            "committed_at": "2026-01-01T00:00:00.000Z",
+            "writer": {"id": "ab12", "version": "0.1.0"},
+            "source": {"flavor": "mariadb", "server_id": 1, "server_uuid": null, "version": "10.11"},
+            "cursor": {"file": "binlog.000001", "pos": 400, "gtid": "0-1-5", "next_seq": 9, "next_tx_seq": 4},
+            "files": [],
+            "ddl": [],
+            "totals": {"shop.t": 8}
+        });
+        assert!(validator.is_valid(&old));
+        let loaded: Manifest = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(loaded.zero_dates, 0);
+        assert_eq!(loaded.totals["shop.t"], 8);
+
+        let mut new = old;
+        new["zero_dates"] = 2.into();
+        assert!(validator.is_valid(&new));
+        let loaded: Manifest = serde_json::from_value(new.clone()).unwrap();
+        assert_eq!(loaded.zero_dates, 2);
+        assert_eq!(serde_json::to_value(&loaded).unwrap()["zero_dates"], 2);
+        new["zero_dates"] = (-1).into();
+        assert!(!validator.is_valid(&new));
+    }
+
     #[tokio::test]
     async fn second_commit_of_a_seq_is_fenced_and_orphans_go() {
         let dir = tempfile::tempdir().unwrap();
@@ -348,6 +385,7 @@ mod tests {
             ddl: vec![],
             totals: BTreeMap::new(),
             xa_prepared: Vec::new(),
+            zero_dates: 0,
         };
         for (seq, writer) in [(1, "ab"), (1, "cd"), (2, "ab"), (0, "ab")] {
             crate::sink::put_file(

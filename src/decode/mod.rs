@@ -3,6 +3,7 @@
 //! into Arrow builders. MySQL 8 only: compressed transactions ([`payload`])
 //! and partial JSON updates ([`rows`], [`json`]).
 
+pub mod dml;
 pub mod json;
 pub mod payload;
 pub mod rows;
@@ -17,6 +18,8 @@ use values::le_uint;
 pub mod event_type {
     pub const QUERY: u8 = 2;
     pub const ROTATE: u8 = 4;
+    /// LOAD DATA logged as a statement (binlog_format STATEMENT or MIXED).
+    pub const EXECUTE_LOAD_QUERY: u8 = 18;
     pub const FORMAT_DESCRIPTION: u8 = 15;
     pub const XID: u8 = 16;
     pub const TABLE_MAP: u8 = 19;

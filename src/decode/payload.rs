@@ -18,11 +18,12 @@
 //! Unknown codes are skipped by their length, as MySQL does. The
 //! decompressed payload is a plain sequence of events, each with the common
 //! 19-byte header and without a checksum (WL#3549), their `log_pos` 0: they
-//! have no position of their own in the binlog file.
+//! have no position of their own in the binlog file. [`payload_events`]
+//! inflates them one at a time.
 
 use std::io::Read;
 
-use mysql_common::binlog::events::{Event, TransactionPayloadReader};
+use mysql_common::binlog::events::{Event, FormatDescriptionEvent, TransactionPayloadReader};
 
 use super::event_type;
 use super::values::{le_uint, packed_int};
@@ -41,22 +42,24 @@ const UNCOMPRESSED_SIZE: u64 = 3;
 const EVENT_HEADER_LEN: usize = 19;
 
 /// The events a TRANSACTION_PAYLOAD event carries, in order (typically Query
-/// `BEGIN`, Rows_query, TABLE_MAP, rows events, XID).
+/// `BEGIN`, Rows_query, TABLE_MAP, rows events, XID), decompressed as they
+/// are read: only the event in hand is inflated, so a compressed
+/// transaction takes no more memory than an uncompressed one (whose rows
+/// events the server cuts at `binlog_row_event_max_size`).
 ///
 /// They are parsed with the outer event's format description, checksums
 /// off. Their headers are as MySQL wrote them: `log_pos` is 0, so the
 /// caller must give every inner event the position of the payload event
 /// (where it starts, and where it ends for a cursor after the transaction).
 ///
-/// The whole decompressed transaction is held in memory, as MySQL's own
-/// applier holds it; MySQL caps a payload event at `max_log_event_size`.
-///
-/// Errors: a malformed header, a payload whose decompressed size differs
-/// from the one announced, an unknown compression type, a truncated inner
-/// event, and an inner TRANSACTION_PAYLOAD or FORMAT_DESCRIPTION (MySQL never
-/// nests them; either would change how the rest of the stream is read).
-pub fn expand_payload(event: &Event) -> Result<Vec<Event>, String> {
-    let fde = event.fde();
+/// Errors (at creation for the header, as an item for the rest, after
+/// which the iterator ends): a malformed header, an unknown compression
+/// type, an inner event larger than `max_event_bytes`
+/// (`flush.max_buffer_bytes`: the memory budget), a payload that holds more
+/// or fewer bytes than it announces, a truncated inner event, and an inner
+/// TRANSACTION_PAYLOAD or FORMAT_DESCRIPTION (MySQL never nests them; either
+/// would change how the rest of the stream is read).
+pub fn payload_events(event: &Event, max_event_bytes: usize) -> Result<PayloadEvents<'_>, String> {
     // The header fields start right after the common header. The format
     // description's post-header length for this type is not looked up:
     // MySQL 8 writes the type code (40) there instead of 0, and its own
@@ -64,60 +67,108 @@ pub fn expand_payload(event: &Event) -> Result<Vec<Event>, String> {
     let body = event.data();
     let header = PayloadHeader::parse(body)?;
     let payload = &body[header.payload.clone()];
-
-    let mut bytes = Vec::new();
-    match header.compression {
-        ZSTD => {
-            let reader = TransactionPayloadReader::new_zstd(payload)
-                .map_err(|e| format!("TRANSACTION_PAYLOAD: zstd: {e}"))?;
-            // Read one byte more than announced, to notice a longer payload
-            // without inflating it all.
-            let limit = header
-                .uncompressed_size
-                .map_or(u64::MAX, |n| n.saturating_add(1));
-            reader
-                .take(limit)
-                .read_to_end(&mut bytes)
-                .map_err(|e| format!("TRANSACTION_PAYLOAD: corrupt zstd payload: {e}"))?;
-        }
-        NONE => bytes.extend_from_slice(payload),
+    let reader = match header.compression {
+        ZSTD => TransactionPayloadReader::new_zstd(payload)
+            .map_err(|e| format!("TRANSACTION_PAYLOAD: zstd: {e}"))?,
+        NONE => TransactionPayloadReader::new_uncompressed(payload),
         other => {
             return Err(format!(
                 "TRANSACTION_PAYLOAD with unknown compression type {other} (0 is ZSTD, 255 NONE)"
             ))
         }
-    }
-    if let Some(announced) = header.uncompressed_size {
-        if bytes.len() as u64 != announced {
-            let held = if bytes.len() as u64 > announced {
-                "more".to_string()
-            } else {
-                bytes.len().to_string()
-            };
-            return Err(format!(
-                "TRANSACTION_PAYLOAD announces {announced} uncompressed bytes but holds {held}"
-            ));
-        }
-    }
-
+    };
     // Inner events carry no checksum: read them with checksums off.
+    let fde = event.fde();
     let mut footer = fde.footer();
     footer.set_checksum_enabled(false);
-    let inner_fde = fde.clone().with_footer(footer);
+    Ok(PayloadEvents {
+        // One byte more than announced is read, to notice a longer payload
+        // without inflating it all.
+        reader: reader.take(
+            header
+                .uncompressed_size
+                .map_or(u64::MAX, |n| n.saturating_add(1)),
+        ),
+        fde: fde.clone().with_footer(footer),
+        announced: header.uncompressed_size,
+        max_event_bytes,
+        read: 0,
+        count: 0,
+        done: false,
+    })
+}
 
-    let mut events = Vec::new();
-    let mut pos = 0;
-    while pos < bytes.len() {
-        let n = events.len() + 1;
-        let head = bytes.get(pos..pos + EVENT_HEADER_LEN).ok_or_else(|| {
-            format!("TRANSACTION_PAYLOAD: inner event {n} is cut inside its header")
-        })?;
+/// The inner events of one TRANSACTION_PAYLOAD, see [`payload_events`].
+pub struct PayloadEvents<'a> {
+    reader: std::io::Take<TransactionPayloadReader<'a>>,
+    fde: FormatDescriptionEvent<'static>,
+    announced: Option<u64>,
+    max_event_bytes: usize,
+    /// Decompressed bytes read so far.
+    read: u64,
+    count: usize,
+    done: bool,
+}
+
+impl Iterator for PayloadEvents<'_> {
+    type Item = Result<Event, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = self.read_event().transpose();
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+        }
+        item
+    }
+}
+
+impl PayloadEvents<'_> {
+    /// The next inner event, `None` at the end of a payload that held what
+    /// it announced.
+    fn read_event(&mut self) -> Result<Option<Event>, String> {
+        let n = self.count + 1;
+        let mut head = [0u8; EVENT_HEADER_LEN];
+        let got = self.fill(&mut head)?;
+        if got == 0 {
+            return match self.announced {
+                Some(announced) if announced != self.read => Err(format!(
+                    "TRANSACTION_PAYLOAD announces {announced} uncompressed bytes but holds {}",
+                    self.read
+                )),
+                _ => Ok(None),
+            };
+        }
+        if let Some(announced) = self.announced.filter(|a| self.read > *a) {
+            return Err(format!(
+                "TRANSACTION_PAYLOAD announces {announced} uncompressed bytes but holds more"
+            ));
+        }
+        if got < EVENT_HEADER_LEN {
+            return Err(format!(
+                "TRANSACTION_PAYLOAD: inner event {n} is cut inside its header"
+            ));
+        }
         let ty = head[4];
         let size = le_uint(&head[9..13]) as usize;
-        if size < EVENT_HEADER_LEN || pos + size > bytes.len() {
+        if size < EVENT_HEADER_LEN {
             return Err(format!(
-                "TRANSACTION_PAYLOAD: inner event {n} (type {ty}) claims {size} bytes, {} are left",
-                bytes.len() - pos
+                "TRANSACTION_PAYLOAD: inner event {n} (type {ty}) claims {size} bytes, less than its header"
+            ));
+        }
+        if let Some(announced) = self.announced {
+            if self.read - EVENT_HEADER_LEN as u64 + size as u64 > announced {
+                return Err(format!(
+                    "TRANSACTION_PAYLOAD announces {announced} uncompressed bytes but holds more (inner event {n} of type {ty} claims {size} bytes)"
+                ));
+            }
+        }
+        if size > self.max_event_bytes {
+            return Err(format!(
+                "TRANSACTION_PAYLOAD: inner event {n} (type {ty}) is {size} bytes uncompressed, more than flush.max_buffer_bytes ({} bytes) allows in memory; raise flush.max_buffer_bytes above it",
+                self.max_event_bytes
             ));
         }
         match ty {
@@ -133,12 +184,35 @@ pub fn expand_payload(event: &Event) -> Result<Vec<Event>, String> {
             }
             _ => {}
         }
-        let inner = Event::read(&inner_fde, &bytes[pos..pos + size])
+        let mut bytes = vec![0u8; size];
+        bytes[..EVENT_HEADER_LEN].copy_from_slice(&head);
+        let got = self.fill(&mut bytes[EVENT_HEADER_LEN..])?;
+        if got < size - EVENT_HEADER_LEN {
+            return Err(format!(
+                "TRANSACTION_PAYLOAD: inner event {n} (type {ty}) claims {size} bytes, {} are left",
+                EVENT_HEADER_LEN + got
+            ));
+        }
+        let event = Event::read(&self.fde, &bytes[..])
             .map_err(|e| format!("TRANSACTION_PAYLOAD: inner event {n} (type {ty}): {e}"))?;
-        events.push(inner);
-        pos += size;
+        self.count = n;
+        Ok(Some(event))
     }
-    Ok(events)
+
+    /// Reads until `buf` is full or the payload ends; returns the bytes read.
+    fn fill(&mut self, buf: &mut [u8]) -> Result<usize, String> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.reader.read(&mut buf[got..]) {
+                Ok(0) => break,
+                Ok(k) => got += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("TRANSACTION_PAYLOAD: corrupt zstd payload: {e}")),
+            }
+        }
+        self.read += got as u64;
+        Ok(got)
+    }
 }
 
 /// The header fields of a TRANSACTION_PAYLOAD event.
@@ -260,6 +334,11 @@ mod tests {
         )
     }
 
+    /// Every inner event, or the first error.
+    fn expand_payload(event: &Event) -> Result<Vec<Event>, String> {
+        payload_events(event, usize::MAX)?.collect()
+    }
+
     fn types(events: &[Event]) -> Vec<u8> {
         events.iter().map(|e| e.header().event_type_raw()).collect()
     }
@@ -345,6 +424,80 @@ mod tests {
                 event_type::WRITE_ROWS_V2,
                 event_type::XID
             ]
+        );
+    }
+
+    /// Memory is bounded per inner event, not per transaction: a payload
+    /// far larger than the budget streams through when each event fits,
+    /// and an event that does not fit is refused naming the key.
+    #[test]
+    fn inner_events_are_inflated_one_at_a_time_within_max_buffer_bytes() {
+        // 3000 transactions' worth of TABLE_MAP + rows + XID: ~240 KB.
+        let one = inner_events();
+        let inner: Vec<u8> = one.iter().copied().cycle().take(one.len() * 3000).collect();
+        let outer = read_event(&zstd_payload_event(&inner), true);
+        let sizes: Vec<usize> = expand_payload(&read_event(&zstd_payload_event(&one), true))
+            .unwrap()
+            .iter()
+            .map(|e| e.header().event_size() as usize)
+            .collect();
+        let biggest = *sizes.iter().max().unwrap();
+        assert!(inner.len() > 1000 * biggest);
+        let mut count = 0;
+        for e in payload_events(&outer, biggest).unwrap() {
+            let e = e.unwrap();
+            assert!(e.header().event_size() as usize <= biggest);
+            count += 1;
+        }
+        assert_eq!(count, 9000);
+
+        let items: Vec<_> = payload_events(&outer, biggest - 1).unwrap().collect();
+        let first_too_big = sizes.iter().position(|s| *s == biggest).unwrap();
+        assert_eq!(
+            items.len(),
+            first_too_big + 1,
+            "the iterator ends at its first error"
+        );
+        let err = items[first_too_big].as_ref().unwrap_err();
+        assert!(
+            err.contains(&format!("inner event {} ", first_too_big + 1))
+                && err.contains(&format!("{biggest} bytes uncompressed"))
+                && err.contains(&format!("flush.max_buffer_bytes ({} bytes)", biggest - 1)),
+            "{err}"
+        );
+    }
+
+    /// A payload that inflates beyond the size it announces is stopped at
+    /// the announced size, not inflated whole.
+    #[test]
+    fn a_payload_holding_more_than_it_announces_is_stopped_there() {
+        let one = inner_events();
+        let inner: Vec<u8> = one
+            .iter()
+            .copied()
+            .cycle()
+            .take(one.len() * 20_000)
+            .collect();
+        let compressed = zstd::encode_all(&inner[..], 3).unwrap();
+        let bytes = payload_event(
+            &[
+                (COMPRESSION_TYPE, ZSTD),
+                (UNCOMPRESSED_SIZE, one.len() as u64),
+                (PAYLOAD_SIZE, compressed.len() as u64),
+            ],
+            &compressed,
+        );
+        let outer = read_event(&bytes, true);
+        let items: Vec<_> = payload_events(&outer, usize::MAX).unwrap().collect();
+        assert_eq!(items.len(), 4, "three events, then the error");
+        assert!(items[..3].iter().all(|e| e.is_ok()));
+        let err = items[3].as_ref().unwrap_err();
+        assert!(
+            err.contains(&format!(
+                "announces {} uncompressed bytes but holds more",
+                one.len()
+            )),
+            "{err}"
         );
     }
 

@@ -371,6 +371,14 @@ pub fn decode_rows(
     } else {
         present_before
     };
+    match kind {
+        RowsKind::Write => require_full_image(plan, "after", present_after)?,
+        RowsKind::Delete => require_full_image(plan, "before", present_before)?,
+        RowsKind::Update | RowsKind::PartialUpdate => {
+            require_full_image(plan, "before", present_before)?;
+            require_full_image(plan, "after", present_after)?;
+        }
+    }
     // JSON cells are printed here, one buffer for the whole event.
     let mut text = String::new();
     // Where each JSON value of the current before image is, for partial updates.
@@ -458,6 +466,32 @@ pub fn decode_rows(
         rows += 1;
     }
     Ok(rows)
+}
+
+/// A session with `binlog_row_image = MINIMAL` or `NOBLOB` logs images that
+/// leave columns out, whatever the global setting the preflight checked;
+/// a left-out column would be written as NULL. The bitmap is compared with
+/// all-ones once per event, not per row.
+fn require_full_image(plan: &TablePlan, image: &str, present: &[u8]) -> Result<(), String> {
+    let ncols = plan.codecs.len();
+    let (whole, rest) = (ncols / 8, ncols % 8);
+    let tail = (1u8 << rest).wrapping_sub(1);
+    if present[..whole].iter().all(|b| *b == 0xFF) && (rest == 0 || present[whole] & tail == tail) {
+        return Ok(());
+    }
+    let missing: Vec<usize> = (0..ncols).filter(|i| !bit(present, *i)).collect();
+    let only_blobs = missing
+        .iter()
+        .all(|i| matches!(plan.codecs[*i], Codec::Long { .. } | Codec::Json { .. }));
+    let setting = if only_blobs { "NOBLOB" } else { "MINIMAL" };
+    let names: Vec<String> = missing
+        .iter()
+        .map(|i| format!("`{}`", plan.schema.columns[*i].name))
+        .collect();
+    Err(format!(
+        "the {image} image leaves out column(s) {}: the session that wrote it had binlog_row_image = {setting}, not FULL, and sluice cannot know their values; set binlog_row_image = FULL globally and in every session that writes captured tables, then exclude this table or start a new lake after this position",
+        names.join(", ")
+    ))
 }
 
 /// One row image: a null bitmap over the present columns, then their values.
@@ -989,6 +1023,49 @@ mod tests {
                 "{kind:?}"
             );
         }
+    }
+
+    #[test]
+    fn images_that_leave_columns_out_are_refused_naming_them_and_the_setting() {
+        let plan = plan();
+        let doc = jb::array(&[jb::bool(true)]).doc();
+        let row = image(5, Some(&doc), None, Some("x"));
+        // MINIMAL insert: only `id` and `doc` logged (the rest defaulted).
+        let mut body = rows_v2_header(TABLE_ID, 4, &[0x03], None);
+        body.extend([0u8, 5, 0, 0, 0]);
+        let e = decode(&plan, RowsKind::Write, &body).unwrap_err();
+        assert!(
+            e.contains("after image leaves out column(s) `meta`, `note`")
+                && e.contains("binlog_row_image = MINIMAL"),
+            "{e}"
+        );
+        // NOBLOB delete: the JSON (blob) columns are left out.
+        let mut body = rows_v2_header(TABLE_ID, 4, &[0x09], None);
+        body.extend(row.clone());
+        let e = decode(&plan, RowsKind::Delete, &body).unwrap_err();
+        assert!(
+            e.contains("before image leaves out column(s) `doc`, `meta`")
+                && e.contains("binlog_row_image = NOBLOB"),
+            "{e}"
+        );
+        // MINIMAL update: a full before image is not enough, the after
+        // image is checked as well (and the other way round).
+        for (before, after, which) in [(0x0F, 0x08, "after"), (0x01, 0x0F, "before")] {
+            let mut body = rows_v2_header(TABLE_ID, 4, &[before], Some(&[after]));
+            body.extend(row.clone());
+            body.extend(row.clone());
+            let e = decode(&plan, RowsKind::Update, &body).unwrap_err();
+            assert!(
+                e.contains(&format!("{which} image leaves out")) && e.contains("MINIMAL"),
+                "{e}"
+            );
+        }
+        // Bits past the last column mean nothing: a full image passes.
+        let mut body = rows_v2_header(TABLE_ID, 4, &[0xFF], Some(&[0x1F]));
+        body.extend(row.clone());
+        body.extend(row);
+        let batch = decode(&plan, RowsKind::Update, &body).unwrap();
+        assert_eq!(strings(&batch, "note"), vec![Some("x".into())]);
     }
 
     #[test]

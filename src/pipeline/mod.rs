@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mysql_common::binlog::events::{Event, QueryEvent, TableMapEvent};
+use mysql_common::binlog::events::{Event, ExecuteLoadQueryEvent, QueryEvent, TableMapEvent};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -290,7 +290,6 @@ pub async fn run(
             Err(e) => return Err(e),
         }
     }
-    p.summary.zero_dates = p.stats.zero_dates;
     Ok(p.summary)
 }
 
@@ -701,6 +700,7 @@ impl Pipeline<'_> {
         self.tx_gtid = None;
         self.tx_ddl = false;
         self.tx_sql = None;
+        self.stats.zero_dates = 0;
         let by_gtid = match self.config.source.resume {
             Resume::Position => false,
             Resume::Auto | Resume::Gtid => self.server.gtid && !self.gtid_state.is_empty(),
@@ -740,11 +740,12 @@ impl Pipeline<'_> {
         if header.event_type_raw() == et::TRANSACTION_PAYLOAD {
             // MySQL binlog transaction compression: the inner events have no
             // positions of their own; they all sit at the payload's.
-            let inner = decode::payload::expand_payload(event)
+            let inner = decode::payload::payload_events(event, self.config.flush.max_buffer_bytes)
                 .map_err(|m| Error::decode(&self.file, start, m))?;
             let mut boundary = false;
-            for e in &inner {
-                boundary |= self.handle_at(e, start, end, saw_fde).await?;
+            for e in inner {
+                let e = e.map_err(|m| Error::decode(&self.file, start, m))?;
+                boundary |= self.handle_at(&e, start, end, saw_fde).await?;
             }
             return Ok(boundary);
         }
@@ -894,6 +895,7 @@ impl Pipeline<'_> {
                         Ok(false)
                     }
                     QueryKind::Other => {
+                        decode::dml::refuse_captured(&statement, &q.schema(), &self.config.filter, &self.file, start)?;
                         let at = self.stream_point(start, header.timestamp());
                         let fx = self.tracker.apply_ddl(&statement, &q.schema(), &at)?;
                         if fx.captured {
@@ -911,6 +913,11 @@ impl Pipeline<'_> {
                         Ok(true)
                     }
                 }
+            }
+            et::EXECUTE_LOAD_QUERY => {
+                let q: ExecuteLoadQueryEvent<'_> = event.read_event().map_err(|e| at(format!("bad Execute_load_query event: {e}")))?;
+                decode::dml::refuse_captured(&q.query(), &q.schema(), &self.config.filter, &self.file, start)?;
+                Ok(false)
             }
             et::MYSQL_ROWS_QUERY | et::MARIADB_ANNOTATE_ROWS => {
                 let text = decode::statement_text(ty, body, self.config.source.max_sql_bytes);
@@ -1515,6 +1522,7 @@ impl Pipeline<'_> {
             ddl: self.tracker.uncommitted().1.to_vec(),
             totals,
             xa_prepared: self.prepared.values().cloned().collect(),
+            zero_dates: self.committed.as_ref().map_or(0, |m| m.zero_dates) + self.stats.zero_dates,
         };
         // The schema versions of this checkpoint become durable with it:
         // their objects are written first and named after its seq.
@@ -1572,6 +1580,8 @@ impl Pipeline<'_> {
             warn!(error = %e, "could not forget the applied `schema resync` shapes; they match no later position");
         }
         self.summary.rows += manifest.files.iter().map(|f| f.rows).sum::<u64>();
+        // Zero dates are counted once their rows are committed.
+        self.summary.zero_dates += std::mem::take(&mut self.stats.zero_dates);
         self.committed = Some(manifest);
         self.file_counter = 0;
         self.file_seqs.clear();

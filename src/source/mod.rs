@@ -110,6 +110,9 @@ fn opts(cfg: &SourceConfig) -> OptsBuilder {
         .pass(cfg.password.clone())
         .prefer_socket(false)
         .wait_timeout(Some(28_800))
+        // mysql_clear_password would send the password in plain text: these
+        // connections have no TLS (mysql_async's default, stated here).
+        .enable_cleartext_plugin(false)
 }
 
 /// Opens a plain connection; authentication and reachability errors are definite.
@@ -787,6 +790,15 @@ mod tests {
             binlog_dir: None,
             report_host: "sluice-00000000".into(),
         }
+    }
+
+    #[test]
+    fn mysql_async_never_sends_a_clear_password() {
+        let mut cfg = source_config();
+        cfg.password = Some("s3cret".into());
+        let opts = mysql_async::Opts::from(opts(&cfg));
+        assert!(!opts.enable_cleartext_plugin());
+        assert_eq!(opts.pass(), Some("s3cret"));
     }
 
     fn server(code: u16, message: &str) -> ServerFailure {

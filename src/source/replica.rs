@@ -109,10 +109,7 @@ impl Replica {
             .parse(())
             .map_err(|e| Error::Connection(format!("bad handshake from the server: {e}")))?;
         let nonce = handshake.nonce();
-        let plugin = handshake
-            .auth_plugin()
-            .map(|p| p.into_owned())
-            .unwrap_or(AuthPlugin::MysqlNativePassword);
+        let plugin = first_plugin(handshake.auth_plugin());
         let wanted = CapabilityFlags::CLIENT_PROTOCOL_41
             | CapabilityFlags::CLIENT_SECURE_CONNECTION
             | CapabilityFlags::CLIENT_LONG_PASSWORD
@@ -145,22 +142,7 @@ impl Replica {
         let mut reply = self.read_packet().await.map_err(io_error)?;
         if reply.first() == Some(&0xFE) {
             // Auth switch: answer the plugin the server asks for.
-            let switch: AuthSwitchRequest<'_> = ParseBuf(&reply)
-                .parse(())
-                .map_err(|e| Error::Connection(format!("bad auth switch request: {e}")))?;
-            let plugin = switch.auth_plugin().clone().into_owned();
-            let nonce = switch.plugin_data();
-            let nonce = nonce.strip_suffix(&[0]).unwrap_or(nonce).to_vec();
-            if !matches!(
-                plugin,
-                AuthPlugin::MysqlNativePassword | AuthPlugin::MysqlClearPassword
-            ) {
-                return Err(self.unsupported_plugin(cfg, &plugin));
-            }
-            let mut answer = Vec::new();
-            if let Some(d) = plugin.gen_data(password, &nonce) {
-                d.serialize(&mut answer);
-            }
+            let answer = answer_auth_switch(&reply, password, &cfg.user)?;
             self.write_packet(&answer, true).await?;
             reply = self.read_packet().await.map_err(io_error)?;
         }
@@ -180,16 +162,8 @@ impl Replica {
                     )))
                 }
             }
-            _ => Err(self.unsupported_plugin(cfg, &plugin)),
+            _ => Err(unsupported_plugin(&cfg.user, &plugin)),
         }
-    }
-
-    fn unsupported_plugin(&self, cfg: &SourceConfig, plugin: &AuthPlugin<'_>) -> Error {
-        Error::Preflight(format!(
-            "user `{}` authenticates with {}, which sluice's replication connection does not speak; use mysql_native_password for the sluice user (ALTER USER ... IDENTIFIED VIA mysql_native_password USING PASSWORD('...'))",
-            cfg.user,
-            String::from_utf8_lossy(plugin.as_bytes())
-        ))
     }
 
     /// Runs a statement that returns no rows (`SET ...`).
@@ -341,6 +315,52 @@ impl Replica {
     }
 }
 
+/// The plugin of the first login answer. A greeting that names
+/// `mysql_clear_password` (a server whose default is a PAM setup) gets a
+/// native-password scramble instead: the password itself must never go out
+/// unencrypted, and a server that needs another plugin asks with an auth
+/// switch, which [`answer_auth_switch`] judges.
+fn first_plugin(advertised: Option<AuthPlugin<'_>>) -> AuthPlugin<'static> {
+    match advertised.map(|p| p.into_owned()) {
+        None | Some(AuthPlugin::MysqlClearPassword) => AuthPlugin::MysqlNativePassword,
+        Some(plugin) => plugin,
+    }
+}
+
+/// The answer to an auth switch request (`0xFE`, plugin name, its data).
+/// Only `mysql_native_password` is spoken. `mysql_clear_password` sends the
+/// password as it is, readable by anyone on the path; this connection has no
+/// TLS, so it is refused rather than answered.
+fn answer_auth_switch(packet: &[u8], password: Option<&str>, user: &str) -> Result<Vec<u8>> {
+    let switch: AuthSwitchRequest<'_> = ParseBuf(packet)
+        .parse(())
+        .map_err(|e| Error::Connection(format!("bad auth switch request: {e}")))?;
+    let plugin = switch.auth_plugin().clone().into_owned();
+    match plugin {
+        AuthPlugin::MysqlNativePassword => {}
+        AuthPlugin::MysqlClearPassword => {
+            return Err(Error::Preflight(format!(
+                "the server asks user `{user}` to log in with mysql_clear_password, which would send the password in plain text over an unencrypted connection (sluice's replication connection has no TLS); sluice refuses it: use mysql_native_password for the sluice user (ALTER USER ... IDENTIFIED VIA mysql_native_password USING PASSWORD('...'))"
+            )))
+        }
+        other => return Err(unsupported_plugin(user, &other)),
+    }
+    let nonce = switch.plugin_data();
+    let nonce = nonce.strip_suffix(&[0]).unwrap_or(nonce);
+    let mut answer = Vec::new();
+    if let Some(d) = plugin.gen_data(password, nonce) {
+        d.serialize(&mut answer);
+    }
+    Ok(answer)
+}
+
+fn unsupported_plugin(user: &str, plugin: &AuthPlugin<'_>) -> Error {
+    Error::Preflight(format!(
+        "user `{user}` authenticates with {}, which sluice's replication connection does not speak; use mysql_native_password for the sluice user (ALTER USER ... IDENTIFIED VIA mysql_native_password USING PASSWORD('...'))",
+        String::from_utf8_lossy(plugin.as_bytes())
+    ))
+}
+
 fn io_error(e: std::io::Error) -> Error {
     Error::Connection(format!("replication connection: {e}"))
 }
@@ -354,5 +374,78 @@ fn server_error(packet: &[u8]) -> (u16, String) {
     match ParseBuf(&packet[3..]).parse::<ServerError<'_>>((code, true)) {
         Ok(e) => (code, e.message_str().into_owned()),
         Err(_) => (code, String::from_utf8_lossy(&packet[3..]).into_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An auth switch request as the server sends it: 0xFE, the plugin name
+    /// and a NUL, then the plugin's data (a nonce and a NUL for native
+    /// password; nothing for clear password).
+    fn switch_request(plugin: &str, data: &[u8]) -> Vec<u8> {
+        let mut p = vec![0xFE];
+        p.extend_from_slice(plugin.as_bytes());
+        p.push(0);
+        p.extend_from_slice(data);
+        p
+    }
+
+    #[test]
+    fn clear_password_switch_is_refused_naming_the_plugin() {
+        for data in [&b""[..], b"\0"] {
+            let packet = switch_request("mysql_clear_password", data);
+            let err = answer_auth_switch(&packet, Some("s3cret"), "repl").unwrap_err();
+            let text = err.to_string();
+            assert!(matches!(err, Error::Preflight(_)), "{text}");
+            assert!(text.contains("mysql_clear_password"), "{text}");
+            assert!(text.contains("plain text"), "{text}");
+            assert!(text.contains("`repl`"), "{text}");
+            assert!(!text.contains("s3cret"), "{text}");
+        }
+    }
+
+    #[test]
+    fn native_password_switch_is_answered_with_a_scramble() {
+        let nonce: Vec<u8> = (1u8..=20).collect();
+        let mut data = nonce.clone();
+        data.push(0);
+        let packet = switch_request("mysql_native_password", &data);
+        let answer = answer_auth_switch(&packet, Some("s3cret"), "repl").unwrap();
+        // SHA1(password) XOR SHA1(nonce + SHA1(SHA1(password))): 20 bytes,
+        // never the password, and different for another nonce.
+        assert_eq!(answer.len(), 20);
+        assert!(!answer.windows(6).any(|w| w == b"s3cret"));
+        let other = switch_request("mysql_native_password", &[7u8; 20]);
+        assert_ne!(
+            answer_auth_switch(&other, Some("s3cret"), "repl").unwrap(),
+            answer
+        );
+        // No password: an empty answer.
+        assert!(answer_auth_switch(&packet, None, "repl")
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn other_plugins_are_refused() {
+        let packet = switch_request("client_ed25519", &[1u8; 32]);
+        let err = answer_auth_switch(&packet, Some("pw"), "repl").unwrap_err();
+        assert!(err.to_string().contains("client_ed25519"), "{err}");
+        assert!(answer_auth_switch(&[0xFE], Some("pw"), "repl").is_err());
+    }
+
+    #[test]
+    fn a_clear_password_greeting_gets_a_native_scramble() {
+        assert_eq!(
+            first_plugin(Some(AuthPlugin::MysqlClearPassword)),
+            AuthPlugin::MysqlNativePassword
+        );
+        assert_eq!(first_plugin(None), AuthPlugin::MysqlNativePassword);
+        assert_eq!(
+            first_plugin(Some(AuthPlugin::CachingSha2Password)),
+            AuthPlugin::CachingSha2Password
+        );
     }
 }
