@@ -198,9 +198,10 @@ pub fn ddl_effect(statement: &str, default_db: &str) -> DdlEffect {
             }
         }
     } else if t.keyword("RENAME") {
-        if !t.keyword("TABLE") {
+        if !t.keyword("TABLE") && !t.keyword("TABLES") {
             return DdlEffect::None;
         }
+        t.keywords(&["IF", "EXISTS"]);
         while let Some(from) = t.table_name(default_db) {
             tables.push(from);
             if !t.keyword("TO") {
@@ -471,6 +472,12 @@ fn normalize_mariadb(sql: &str) -> String {
         [
             (r"(?i)(\)|\bTEXT|\bCHAR|\bVARCHAR)\s+BINARY\b", "$1"),
             (r"(?i)\bPERSISTENT\b", "STORED"),
+            // `RENAME TABLES` and `RENAME TABLE IF EXISTS`: a pair whose table
+            // does not exist is skipped by the server and changes no shape here.
+            (
+                r"(?i)^(\s*)RENAME\s+TABLES?(\s+IF\s+EXISTS)?\b",
+                "${1}RENAME TABLE",
+            ),
             // System versioning: the columns stay, their role is no part of the shape.
             (
                 r"(?i)\s+(GENERATED\s+ALWAYS\s+)?AS\s+ROW\s+(START|END)\b",
