@@ -84,81 +84,152 @@ pub struct Altered {
 
 /// Applies ALTER TABLE operations in order, as the server does.
 pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, String> {
-    let mut columns = base.columns.clone();
-    let mut charset = base.charset.clone().unwrap_or_else(|| "utf8mb4".into());
-    let mut renamed_to = None;
+    let mut altered = Altered {
+        columns: base.columns.clone(),
+        charset: base.charset.clone().unwrap_or_else(|| "utf8mb4".into()),
+        renamed_to: None,
+    };
     for op in ops {
-        match op {
-            AlterOp::Add(spec, position) => {
-                if index_of(&columns, &spec.name).is_ok() {
-                    return Err(format!("column `{}` already exists", spec.name));
-                }
-                let column = column_from_spec(spec, &charset)?;
-                insert_at(&mut columns, column, position)?;
+        apply_op(&mut altered, op, &base.columns)?;
+    }
+    Ok(altered)
+}
+
+/// Applies one operation; `before` is the table as the statement found it.
+fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), String> {
+    let columns = &mut t.columns;
+    match op {
+        AlterOp::Add(spec, position) => {
+            if index_of(columns, &spec.name).is_ok() {
+                return Err(format!("column `{}` already exists", spec.name));
             }
-            AlterOp::Drop(name) => {
-                let i = index_of(&columns, name)?;
-                columns.remove(i);
+            let column = column_from_spec(spec, &t.charset)?;
+            insert_at(columns, column, position)?;
+        }
+        AlterOp::Drop(name) => {
+            let i = index_of(columns, name)?;
+            columns.remove(i);
+        }
+        AlterOp::Change {
+            old,
+            column,
+            position,
+        } => {
+            let i = index_of(columns, old)?;
+            let was_pk = columns[i].primary_key;
+            let mut new = column_from_spec(column, &t.charset)?;
+            new.primary_key |= was_pk;
+            if new.primary_key {
+                new.nullable = false;
             }
-            AlterOp::Change {
-                old,
-                column,
-                position,
-            } => {
-                let i = index_of(&columns, old)?;
-                let was_pk = columns[i].primary_key;
-                let mut new = column_from_spec(column, &charset)?;
-                new.primary_key |= was_pk;
-                if new.primary_key {
-                    new.nullable = false;
-                }
-                match position {
-                    ColumnPosition::Last => columns[i] = new,
-                    p => {
-                        columns.remove(i);
-                        insert_at(&mut columns, new, p)?;
-                    }
-                }
-            }
-            AlterOp::RenameColumn { old, new } => {
-                let i = index_of(&columns, old)?;
-                columns[i].name = new.clone();
-            }
-            AlterOp::AddPrimaryKey(names) => {
-                for name in names {
-                    let i = index_of(&columns, name)?;
-                    columns[i].primary_key = true;
-                    columns[i].nullable = false;
+            match position {
+                ColumnPosition::Last => columns[i] = new,
+                p => {
+                    columns.remove(i);
+                    insert_at(columns, new, p)?;
                 }
             }
-            AlterOp::DropPrimaryKey => {
-                for c in &mut columns {
-                    c.primary_key = false;
+        }
+        AlterOp::RenameColumn { old, new } => {
+            let i = index_of(columns, old)?;
+            columns[i].name = new.clone();
+        }
+        AlterOp::AddPrimaryKey(names) => {
+            for name in names {
+                let i = index_of(columns, name)?;
+                columns[i].primary_key = true;
+                columns[i].nullable = false;
+            }
+        }
+        AlterOp::DropPrimaryKey => {
+            for c in columns.iter_mut() {
+                c.primary_key = false;
+            }
+        }
+        AlterOp::RenameTo(name) => t.renamed_to = Some(name.clone()),
+        AlterOp::ConvertCharset(cs) => {
+            t.charset = cs.clone();
+            for c in columns.iter_mut() {
+                if let Some(from) = c
+                    .charset
+                    .clone()
+                    .filter(|_| types::is_textual(&c.mysql_type))
+                {
+                    *c = ColumnDef::new(
+                        c.name.clone(),
+                        converted_type(&c.mysql_type, &from, cs),
+                        Some(cs.clone()),
+                        c.nullable,
+                        c.primary_key,
+                    )?;
                 }
             }
-            AlterOp::RenameTo(t) => renamed_to = Some(t.clone()),
-            AlterOp::ConvertCharset(cs) => {
-                charset = cs.clone();
-                for c in &mut columns {
-                    if c.charset.is_some() && types::is_textual(&c.mysql_type) {
-                        *c = ColumnDef::new(
-                            c.name.clone(),
-                            c.mysql_type.clone(),
-                            Some(cs.clone()),
-                            c.nullable,
-                            c.primary_key,
-                        )?;
-                    }
-                }
+        }
+        AlterOp::DefaultCharset(cs) => t.charset = cs.clone(),
+        // The server decides `IF [NOT] EXISTS` against the table before the
+        // statement, and skips a clause that an earlier one made moot:
+        // `DROP COLUMN IF EXISTS b, ADD COLUMN IF NOT EXISTS b …` only drops b.
+        AlterOp::IfColumn { column, exists, op } => {
+            let now = index_of(columns, column).is_ok();
+            let then = index_of(before, column).is_ok();
+            if now == *exists && then == *exists {
+                apply_op(t, op, before)?;
             }
-            AlterOp::DefaultCharset(cs) => charset = cs.clone(),
         }
     }
-    Ok(Altered {
-        columns,
-        charset,
-        renamed_to,
-    })
+    Ok(())
+}
+
+/// The most bytes one character takes in a charset.
+fn max_bytes_per_char(charset: &str) -> u64 {
+    match charset {
+        "utf8mb4" | "utf16" | "utf16le" | "utf32" | "gb18030" => 4,
+        "utf8mb3" | "utf8" | "ujis" | "eucjpms" => 3,
+        "ucs2" | "gbk" | "gb2312" | "big5" | "sjis" | "cp932" | "euckr" => 2,
+        _ => 1,
+    }
+}
+
+/// The type the server gives a text column when `CONVERT TO CHARACTER SET`
+/// changes its charset: the length in characters is kept, so a TINYTEXT,
+/// TEXT or MEDIUMTEXT whose bytes no longer fit becomes the next larger
+/// text type, and so does a VARCHAR longer than a row allows (65535 bytes).
+fn converted_type(mysql_type: &str, from: &str, to: &str) -> String {
+    let (from_max, to_max) = (max_bytes_per_char(from), max_bytes_per_char(to));
+    if to_max <= from_max {
+        return mysql_type.to_string();
+    }
+    let lower = mysql_type.to_ascii_lowercase();
+    let text_bytes = |bytes: u64| -> String {
+        match bytes * to_max / from_max {
+            n if n < 256 => "tinytext",
+            n if n < 65_536 => "text",
+            n if n < 16_777_216 => "mediumtext",
+            _ => "longtext",
+        }
+        .to_string()
+    };
+    match lower.as_str() {
+        "tinytext" => text_bytes(255),
+        "text" => text_bytes(65_535),
+        "mediumtext" => text_bytes(16_777_215),
+        _ => {
+            if let Some(n) = lower
+                .strip_prefix("varchar(")
+                .and_then(|r| r.strip_suffix(')'))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+            {
+                if n * to_max > 65_535 {
+                    return if n * to_max < 16_777_216 {
+                        "mediumtext".into()
+                    } else {
+                        "longtext".into()
+                    };
+                }
+            }
+            mysql_type.to_string()
+        }
+    }
 }
 
 fn quote_labels(labels: &[String]) -> String {
@@ -312,16 +383,19 @@ pub fn derive_from_table_map(tme: &TableMapEvent<'_>) -> Result<Option<Vec<Colum
             }
             T::MYSQL_TYPE_STRING => {
                 let cs = charset()?;
+                // The real type's spare bits hold the length's bits 8-9 (lengths over 255 bytes).
+                let bytes = m1 | (((m0 & 0x30) ^ 0x30) << 4);
                 match cs.as_deref() {
-                    Some("binary") | None => (format!("binary({m1})"), None),
-                    _ => ("char".to_string(), cs),
+                    Some("binary") | None => (format!("binary({bytes})"), None),
+                    Some(c) => (format!("char({})", bytes / max_bytes_per_char(c)), cs),
                 }
             }
             T::MYSQL_TYPE_VARCHAR | T::MYSQL_TYPE_VAR_STRING => {
                 let cs = charset()?;
+                let bytes = m0 | (m1 << 8);
                 match cs.as_deref() {
-                    Some("binary") | None => ("varbinary".to_string(), None),
-                    _ => ("varchar".to_string(), cs),
+                    Some("binary") | None => (format!("varbinary({bytes})"), None),
+                    Some(c) => (format!("varchar({})", bytes / max_bytes_per_char(c)), cs),
                 }
             }
             T::MYSQL_TYPE_BLOB
@@ -397,6 +471,77 @@ mod tests {
             .all(|c| c.charset.as_deref() == Some("utf8mb4")));
         assert!(a.columns[2].primary_key);
         assert_eq!(a.charset, "utf8mb4");
+    }
+
+    #[test]
+    fn if_exists_clauses_skip_what_the_server_skips() {
+        let t = create("CREATE TABLE t (id INT PRIMARY KEY, b INT)");
+        let a = alter(
+            &t,
+            "ALTER TABLE t ADD COLUMN IF NOT EXISTS b BIGINT, ADD IF NOT EXISTS c INT FIRST, \
+             DROP COLUMN IF EXISTS nope, MODIFY IF EXISTS ghost INT, CHANGE COLUMN IF EXISTS b b2 DATE, \
+             RENAME COLUMN IF EXISTS gone TO g2, ADD INDEX IF NOT EXISTS ix (b2), DROP KEY IF EXISTS k",
+        )
+        .unwrap();
+        let cols: Vec<(&str, &str)> = a
+            .columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.mysql_type.as_str()))
+            .collect();
+        assert_eq!(cols, vec![("c", "int"), ("id", "int"), ("b2", "date")]);
+        let a = alter(
+            &t,
+            "ALTER TABLE t DROP COLUMN IF EXISTS b, ADD COLUMN IF NOT EXISTS b TEXT",
+        )
+        .unwrap();
+        assert_eq!(a.columns.len(), 1);
+    }
+
+    #[test]
+    fn rename_without_to_and_order_by() {
+        let t = create("CREATE TABLE t (id INT, a INT)");
+        let a = alter(
+            &t,
+            "ALTER TABLE t RENAME t2, ADD b INT, ORDER BY a DESC, id",
+        )
+        .unwrap();
+        assert_eq!(a.renamed_to, Some(("s".to_string(), "t2".to_string())));
+        assert_eq!(a.columns.len(), 3);
+        let a = alter(&t, "ALTER TABLE t ORDER BY id, RENAME AS x.t3").unwrap();
+        assert_eq!(a.renamed_to, Some(("x".to_string(), "t3".to_string())));
+    }
+
+    #[test]
+    fn convert_widens_text_types_like_the_server() {
+        let t = create(
+            "CREATE TABLE t (a TINYTEXT, b TEXT, c MEDIUMTEXT, d VARCHAR(20000), e CHAR(10), f INT) \
+             DEFAULT CHARSET=latin1",
+        );
+        let a = alter(&t, "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4").unwrap();
+        let types: Vec<&str> = a.columns.iter().map(|c| c.mysql_type.as_str()).collect();
+        assert_eq!(
+            types,
+            vec![
+                "text",
+                "mediumtext",
+                "longtext",
+                "mediumtext",
+                "char(10)",
+                "int"
+            ]
+        );
+        // Back to a charset with fewer bytes per character: nothing shrinks.
+        let b = apply_alter(
+            &TableSchema {
+                columns: a.columns.clone(),
+                charset: Some(a.charset.clone()),
+                ..t.clone()
+            },
+            &[AlterOp::ConvertCharset("latin1".into())],
+        )
+        .unwrap();
+        assert_eq!(b.columns[0].mysql_type, "text");
+        assert_eq!(b.columns[0].charset.as_deref(), Some("latin1"));
     }
 
     #[test]

@@ -198,9 +198,10 @@ pub fn ddl_effect(statement: &str, default_db: &str) -> DdlEffect {
             }
         }
     } else if t.keyword("RENAME") {
-        if !t.keyword("TABLE") {
+        if !t.keyword("TABLE") && !t.keyword("TABLES") {
             return DdlEffect::None;
         }
+        t.keywords(&["IF", "EXISTS"]);
         while let Some(from) = t.table_name(default_db) {
             tables.push(from);
             if !t.keyword("TO") {
@@ -344,6 +345,13 @@ pub enum AlterOp {
     ConvertCharset(String),
     /// `[DEFAULT] CHARACTER SET =`: the table default only.
     DefaultCharset(String),
+    /// A column clause with `IF [NOT] EXISTS`: `op` applies only when the
+    /// column `column` exists (`exists`) or does not (`!exists`) at that point.
+    IfColumn {
+        column: String,
+        exists: bool,
+        op: Box<AlterOp>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -380,6 +388,18 @@ pub enum Change {
         charset: String,
     },
     DropDatabase(String),
+}
+
+/// A charset as the server names it (`utf8` is `utf8mb3`).
+fn charset_name(cs: &str) -> String {
+    let cs = cs
+        .trim_matches(|c| c == '`' || c == '\'' || c == '"')
+        .to_ascii_lowercase();
+    if cs == "utf8" {
+        "utf8mb3".into()
+    } else {
+        cs
+    }
 }
 
 /// Collation names start with their charset: `utf8mb4_general_ci` → `utf8mb4`.
@@ -441,16 +461,33 @@ fn unwrap_executable_comments(sql: &str) -> String {
 }
 
 /// Rewrites MariaDB spellings sqlparser does not read into equivalent ones:
-/// `MODIFY/CHANGE COLUMN IF EXISTS`, the `BINARY` attribute of character
-/// types (a `_bin` collation, same charset), and `PERSISTENT` for `STORED`.
+/// the `BINARY` attribute of character types (a `_bin` collation, same
+/// charset), `PERSISTENT` for `STORED`, and the attributes that change no
+/// type (system versioning's `AS ROW START/END` and `PERIOD FOR SYSTEM_TIME`,
+/// `INVISIBLE`, `COMPRESSED`).
 fn normalize_mariadb(sql: &str) -> String {
     use std::sync::OnceLock;
     static RULES: OnceLock<Vec<(regex::Regex, &'static str)>> = OnceLock::new();
     let rules = RULES.get_or_init(|| {
         [
-            (r"(?i)\b(MODIFY|CHANGE)(\s+COLUMN)?\s+IF\s+EXISTS\b", "$1$2"),
             (r"(?i)(\)|\bTEXT|\bCHAR|\bVARCHAR)\s+BINARY\b", "$1"),
             (r"(?i)\bPERSISTENT\b", "STORED"),
+            // `RENAME TABLES` and `RENAME TABLE IF EXISTS`: a pair whose table
+            // does not exist is skipped by the server and changes no shape here.
+            (
+                r"(?i)^(\s*)RENAME\s+TABLES?(\s+IF\s+EXISTS)?\b",
+                "${1}RENAME TABLE",
+            ),
+            // System versioning: the columns stay, their role is no part of the shape.
+            (
+                r"(?i)\s+(GENERATED\s+ALWAYS\s+)?AS\s+ROW\s+(START|END)\b",
+                "",
+            ),
+            (r"(?i),\s*PERIOD\s+FOR\s+SYSTEM_TIME\s*\([^)]*\)", ""),
+            (r"(?i)\bWITH(OUT)?\s+SYSTEM\s+VERSIONING\b", ""),
+            // Column attributes that change no type.
+            (r"(?i)(\s)(IN)?VISIBLE\b", "$1"),
+            (r"(?i)\s+COMPRESSED(\s*=\s*\w+)?\b", ""),
         ]
         .into_iter()
         .filter_map(|(re, to)| regex::Regex::new(re).ok().map(|r| (r, to)))
@@ -485,9 +522,7 @@ fn spec_options<'a>(spec: &mut ColumnSpec, options: impl Iterator<Item = &'a Col
                 spec.primary_key = true;
                 spec.nullable = false;
             }
-            ColumnOption::CharacterSet(cs) => {
-                spec.charset = Some(cs.to_string().to_ascii_lowercase())
-            }
+            ColumnOption::CharacterSet(cs) => spec.charset = Some(charset_name(&cs.to_string())),
             ColumnOption::Collation(c) => collation = Some(charset_of_collation(&c.to_string())),
             _ => {}
         }
@@ -498,8 +533,8 @@ fn spec_options<'a>(spec: &mut ColumnSpec, options: impl Iterator<Item = &'a Col
         let cs = spec.mysql_type[i + 15..]
             .split_whitespace()
             .next()
-            .unwrap_or("")
-            .to_ascii_lowercase();
+            .unwrap_or("");
+        let cs = charset_name(cs);
         spec.mysql_type = spec.mysql_type[..i].to_string();
         spec.charset.get_or_insert(cs);
     }
@@ -549,6 +584,7 @@ fn charset_option(text: &str) -> Option<String> {
     };
     value_after("CHARACTER SET")
         .or_else(|| value_after("CHARSET"))
+        .map(|c| charset_name(&c))
         .or_else(|| value_after("COLLATE").map(|c| charset_of_collation(&c)))
 }
 
@@ -733,6 +769,68 @@ fn alter_op(op: &AlterTableOperation, default_db: &str) -> Result<Vec<AlterOp>, 
     })
 }
 
+/// A column clause with MariaDB's `IF [NOT] EXISTS` (`ADD [COLUMN] IF NOT
+/// EXISTS`, `DROP [COLUMN] IF EXISTS`, `MODIFY/CHANGE [COLUMN] IF EXISTS`,
+/// `RENAME COLUMN IF EXISTS`), which sqlparser does not read: the clause
+/// without the condition, wrapped in [`AlterOp::IfColumn`]. `None` for any
+/// other clause (indexes, keys, constraints and partitions with `IF [NOT]
+/// EXISTS` change no column and are skipped by the caller).
+fn conditional_column_clause(
+    clause: &str,
+    default_db: &str,
+) -> Result<Option<Vec<AlterOp>>, String> {
+    use std::sync::OnceLock;
+    static FORMS: OnceLock<Option<regex::Regex>> = OnceLock::new();
+    let Some(re) = FORMS
+        .get_or_init(|| {
+            regex::Regex::new(
+                r"(?is)^\s*(ADD|DROP|MODIFY|CHANGE|RENAME)(\s+COLUMN)?\s+IF\s+(NOT\s+)?EXISTS\s+(.*)$",
+            )
+            .ok()
+        })
+        .as_ref()
+    else {
+        return Err("internal error: the IF EXISTS pattern does not compile".into());
+    };
+    let Some(m) = re.captures(clause) else {
+        return Ok(None);
+    };
+    let verb = m[1].to_ascii_uppercase();
+    let column_kw = m.get(2).is_some();
+    let not = m.get(3).is_some();
+    let rest = &m[4];
+    let wanted = match (verb.as_str(), not) {
+        ("ADD", true) => false,
+        ("DROP" | "MODIFY" | "CHANGE", false) => true,
+        ("RENAME", false) if column_kw => true,
+        _ => {
+            return Err(format!(
+                "`{clause}`: IF{} EXISTS does not go with {verb}",
+                if not { " NOT" } else { "" }
+            ))
+        }
+    };
+    let inner = alter_clause(&format!("{verb} COLUMN {rest}"), default_db)?;
+    inner
+        .into_iter()
+        .map(|op| {
+            let column = match &op {
+                AlterOp::Add(spec, _) => spec.name.clone(),
+                AlterOp::Drop(name) => name.clone(),
+                AlterOp::Change { old, .. } => old.clone(),
+                AlterOp::RenameColumn { old, .. } => old.clone(),
+                other => return Err(format!("`{clause}`: unexpected {other:?}")),
+            };
+            Ok(AlterOp::IfColumn {
+                column,
+                exists: wanted,
+                op: Box::new(op),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 /// Parses one ALTER TABLE clause that sqlparser may not know.
 fn alter_clause(clause: &str, default_db: &str) -> Result<Vec<AlterOp>, String> {
     let words: Vec<String> = clause
@@ -740,6 +838,26 @@ fn alter_clause(clause: &str, default_db: &str) -> Result<Vec<AlterOp>, String> 
         .map(|w| w.to_ascii_uppercase())
         .collect();
     let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    if let Some(ops) = conditional_column_clause(clause, default_db)? {
+        return Ok(ops);
+    }
+    // `RENAME [TO | AS] name`: sqlparser needs the TO or AS.
+    if w(0) == "RENAME" && !matches!(w(1), "COLUMN" | "INDEX" | "KEY") {
+        let mut t = Tokens {
+            tokens: tokenize(clause),
+            pos: 1,
+        };
+        let _ = t.keyword("TO") || t.keyword("AS");
+        let name = t
+            .table_name(default_db)
+            .ok_or_else(|| format!("`{clause}`: no new table name"))?;
+        if t.pos != t.tokens.len() {
+            return Err(format!(
+                "`{clause}`: unexpected text after the new table name"
+            ));
+        }
+        return Ok(vec![AlterOp::RenameTo(name)]);
+    }
     if w(0) == "CONVERT" && w(1) == "TO" {
         return charset_option(clause)
             .map(|cs| vec![AlterOp::ConvertCharset(cs)])
@@ -833,6 +951,7 @@ fn alter_clause(clause: &str, default_db: &str) -> Result<Vec<AlterOp>, String> 
                 | "CHECK"
                 | "PERIOD"
                 | "SYSTEM"
+                | "PARTITION"
         ) || (w(1) == "CONSTRAINT" && !words.iter().any(|x| x == "PRIMARY"))
         {
             return Ok(vec![]);
@@ -887,7 +1006,18 @@ pub fn parse_ddl(statement: &str, default_db: &str) -> Result<Vec<Change>, Strin
                 .ok_or("ALTER TABLE without a table name")?;
             let head = sql_table_clause_start(&sql).ok_or("cannot find the ALTER TABLE clauses")?;
             let mut ops = Vec::new();
+            let mut in_order_by = false;
             for clause in split_top_level(&sql[head..]) {
+                // `ORDER BY a, b DESC`: the comma splits the clause, and
+                // the order of rows is no part of the shape.
+                let starts_order_by = clause
+                    .get(..5)
+                    .is_some_and(|w| w.eq_ignore_ascii_case("ORDER"));
+                if starts_order_by || (in_order_by && is_order_by_item(&clause)) {
+                    in_order_by = true;
+                    continue;
+                }
+                in_order_by = false;
                 ops.extend(alter_clause(&clause, default_db)?);
             }
             return Ok(vec![Change::Alter { table, ops }]);
@@ -907,6 +1037,9 @@ pub fn parse_ddl(statement: &str, default_db: &str) -> Result<Vec<Change>, Strin
     let creates_database = t.keyword("CREATE") && (t.keyword("DATABASE") || t.keyword("SCHEMA"));
     if !creates_database && matches!(ddl_effect(&sql, default_db), DdlEffect::None) {
         return Ok(vec![]);
+    }
+    if let Some(change) = create_with_column_list(&sql, default_db)? {
+        return Ok(vec![change]);
     }
     let stmts = Parser::parse_sql(&MySqlDialect {}, &sql).map_err(|e| e.to_string())?;
     let mut changes = Vec::new();
@@ -967,6 +1100,124 @@ pub fn parse_ddl(statement: &str, default_db: &str) -> Result<Vec<Change>, Strin
         }
     }
     Ok(changes)
+}
+
+/// `CREATE TABLE name (…) options`: the column list is parsed by sqlparser
+/// without the table options and partitioning, which it reads only in part
+/// (MariaDB's `PAGE_COMPRESSED=1`, `WITH SYSTEM VERSIONING`, …); the default
+/// charset is read from the options. `None` for other statements.
+fn create_with_column_list(sql: &str, default_db: &str) -> Result<Option<Change>, String> {
+    let mut t = Tokens {
+        tokens: tokenize(sql),
+        pos: 0,
+    };
+    if !t.keyword("CREATE") {
+        return Ok(None);
+    }
+    t.keywords(&["OR", "REPLACE"]);
+    if !t.keyword("TABLE") {
+        return Ok(None);
+    }
+    let Some((open, close)) = first_parenthesis(sql) else {
+        return Ok(None);
+    };
+    let body = sql[open + 1..close].trim_start();
+    let tail = &sql[close + 1..];
+    let starts = |text: &str, kw: &str| {
+        text.get(..kw.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(kw))
+    };
+    if starts(body, "LIKE") {
+        return Ok(None);
+    }
+    let selects = starts(body, "SELECT")
+        || tokenize(tail)
+            .iter()
+            .any(|tok| matches!(tok, Token::Word(w) if w.eq_ignore_ascii_case("SELECT")));
+    if selects {
+        t.keywords(&["IF", "NOT", "EXISTS"]);
+        let table = t
+            .table_name(default_db)
+            .ok_or("CREATE TABLE without a table name")?;
+        return Ok(Some(Change::CreateAsSelect { table }));
+    }
+    let stmts = Parser::parse_sql(&MySqlDialect {}, &sql[..=close]).map_err(|e| e.to_string())?;
+    let Some(Statement::CreateTable(ct)) = stmts.first() else {
+        return Ok(None);
+    };
+    Ok(match create_change(ct, default_db)? {
+        Some(Change::Create {
+            table,
+            columns,
+            replace,
+            if_not_exists,
+            ..
+        }) => Some(Change::Create {
+            table,
+            columns,
+            charset: charset_option(tail),
+            replace,
+            if_not_exists,
+        }),
+        other => other,
+    })
+}
+
+/// Byte offsets of the first top-level `(` outside quotes and its `)`.
+fn first_parenthesis(sql: &str) -> Option<(usize, usize)> {
+    let mut quote: Option<char> = None;
+    let mut depth = 0;
+    let mut open = None;
+    let mut chars = sql.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match quote {
+            Some(q) if c == q => {
+                if chars.peek().map(|x| x.1) == Some(q) {
+                    chars.next();
+                } else {
+                    quote = None;
+                }
+            }
+            Some(_) if c == '\\' => {
+                chars.next();
+            }
+            Some(_) => {}
+            None => match c {
+                '\'' | '"' | '`' => quote = Some(c),
+                '(' => {
+                    if depth == 0 && open.is_none() {
+                        open = Some(i);
+                    }
+                    depth += 1;
+                }
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return open.map(|o| (o, i));
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+    None
+}
+
+/// Whether an ALTER TABLE clause is a further column of a preceding
+/// `ORDER BY` (`col`, `t.col`, with `ASC`/`DESC`).
+fn is_order_by_item(clause: &str) -> bool {
+    let tokens = tokenize(clause);
+    let mut rest = tokens.as_slice();
+    match rest {
+        [Token::Word(_), Token::Punct('.'), Token::Word(_), tail @ ..]
+        | [Token::Word(_), tail @ ..] => rest = tail,
+        _ => return false,
+    }
+    match rest {
+        [] => true,
+        [Token::Word(w)] => w.eq_ignore_ascii_case("ASC") || w.eq_ignore_ascii_case("DESC"),
+        _ => false,
+    }
 }
 
 /// Byte offset in `sql` where the clauses of `ALTER … TABLE name` begin.
@@ -1093,6 +1344,7 @@ mod parse_tests {
                 AlterOp::RenameTo(t) => format!("to {}.{}", t.0, t.1),
                 AlterOp::ConvertCharset(c) => format!("convert {c}"),
                 AlterOp::DefaultCharset(c) => format!("default {c}"),
+                AlterOp::IfColumn { column, .. } => format!("if {column}"),
             })
             .collect();
         assert_eq!(
@@ -1188,7 +1440,7 @@ mod parse_tests {
             panic!("{c:?}")
         };
         assert!(
-            matches!(&ops[0], AlterOp::Change { old, column, .. } if old == "c" && column.mysql_type == "BIGINT")
+            matches!(&ops[0], AlterOp::IfColumn { column: c, exists: true, op } if c == "c" && matches!(op.as_ref(), AlterOp::Change { old, column, .. } if old == "c" && column.mysql_type == "BIGINT"))
         );
         assert!(
             matches!(&ops[1], AlterOp::Add(col, _) if col.mysql_type == "VARCHAR(5)" && !col.nullable)
