@@ -115,7 +115,9 @@ pub fn time2(bytes: &[u8], fsp: u8) -> i64 {
         0 => (be_uint(&bytes[..3]) as i64 - 0x80_0000) << 24,
         1 => {
             let mut int = be_uint(&bytes[..3]) as i64 - 0x80_0000;
-            let mut frac = bytes[3] as i8 as i64;
+            // Unsigned, as `my_time_packed_from_binary` reads it: the sign
+            // correction below turns a negative value's byte into -1..-99.
+            let mut frac = bytes[3] as i64;
             if int < 0 && frac != 0 {
                 int += 1;
                 frac -= 0x100;
