@@ -195,11 +195,7 @@ fn canonical_type(t: &str) -> String {
         "char" | "binary" | "bit" => {
             args.get_or_insert_with(|| "1".into());
         }
-        "datetime" | "timestamp" | "time" => {
-            if args.as_deref() == Some("0") {
-                args = None;
-            }
-        }
+        "datetime" | "timestamp" | "time" if args.as_deref() == Some("0") => args = None,
         "year" => args = None,
         "enum" | "set" => {
             let labels = parse_labels(args.as_deref().unwrap_or(""));

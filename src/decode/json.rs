@@ -260,7 +260,7 @@ fn write_opaque(field_type: ColumnType, data: &[u8], out: &mut String) -> Result
             let bin = data.get(2..2 + size).ok_or_else(|| {
                 format!("binary JSON DECIMAL({precision},{scale}) shorter than {size} bytes")
             })?;
-            decimal_text(bin, precision, scale, out);
+            decimal_text(bin, precision, scale, out).map_err(|e| format!("binary JSON {e}"))?;
         }
         T::MYSQL_TYPE_DATETIME | T::MYSQL_TYPE_TIMESTAMP | T::MYSQL_TYPE_DATE => {
             let t = PackedTime::datetime(packed_temporal(data)?);

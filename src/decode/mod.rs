@@ -6,6 +6,8 @@
 pub mod dml;
 pub mod json;
 pub mod payload;
+#[cfg(test)]
+mod robustness;
 pub mod rows;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -107,6 +107,16 @@ impl TablePlan {
                 .map_err(|e| format!("column {}: {e}", col.name))?
                 .ok_or_else(|| format!("column {}: missing type", col.name))?;
             let meta = tme.get_column_metadata(i).unwrap_or(&[]);
+            if let (ColumnType::MYSQL_TYPE_NEWDECIMAL, [p, s, ..]) = (ty, meta) {
+                if !decimal_shape_is_valid(*p, *s) {
+                    return Err(format!(
+                        "column `{}`: the TABLE_MAP gives DECIMAL precision {p} and scale {s}, \
+                         which no server writes (precision 1 to 65, scale 0 to 30 and at most \
+                         the precision): the binlog event is corrupt",
+                        col.name
+                    ));
+                }
+            }
             let codec = codec_for(ty, meta, &col.kind).ok_or_else(|| {
                 format!(
                     "column `{}` is {} in the schema but {:?} in the binlog; binlog shape: {}; schema: {}",
@@ -119,8 +129,80 @@ impl TablePlan {
             })?;
             codecs.push(codec);
         }
+        use_binlog_labels(&schema, tme, &mut codecs)?;
         Ok(TablePlan { schema, codecs })
     }
+}
+
+/// The bytes of an optional metadata field, as the event holds them.
+pub(crate) fn raw_field(field: &impl mysql_common::proto::MySerialize) -> Vec<u8> {
+    let mut raw = Vec::new();
+    field.serialize(&mut raw);
+    raw
+}
+
+/// With `binlog_row_metadata=FULL` the TABLE_MAP carries every ENUM and SET
+/// column's labels as the server holds them; they replace the schema's.
+/// The schema's may be wrong where this event is right: MariaDB's
+/// `information_schema` (and SHOW CREATE TABLE) print a label outside the
+/// Basic Multilingual Plane (an emoji) as `?`.
+fn use_binlog_labels(
+    schema: &TableSchema,
+    tme: &TableMapEvent<'_>,
+    codecs: &mut [Codec],
+) -> Result<(), String> {
+    use mysql_common::binlog::events::OptionalMetadataField as F;
+    if !codecs
+        .iter()
+        .any(|c| matches!(c, Codec::Enum { .. } | Codec::Set { .. }))
+    {
+        return Ok(());
+    }
+    let (mut enums, mut sets) = (None, None);
+    for field in tme.iter_optional_meta() {
+        match field {
+            Ok(F::EnumStrValue(v)) => enums = Some(super::values::enum_set_labels(&raw_field(&v))),
+            Ok(F::SetStrValue(v)) => sets = Some(super::values::enum_set_labels(&raw_field(&v))),
+            // Other fields, or metadata that cannot be read: the schema's labels stay.
+            _ => {}
+        }
+    }
+    let enums = enums
+        .transpose()
+        .map_err(|e| format!("TABLE_MAP ENUM labels: {e}"))?;
+    let sets = sets
+        .transpose()
+        .map_err(|e| format!("TABLE_MAP SET labels: {e}"))?;
+    let (mut enum_i, mut set_i) = (0, 0);
+    for (codec, col) in codecs.iter_mut().zip(&schema.columns) {
+        let (list, index, labels) = match codec {
+            Codec::Enum { labels, .. } => (&enums, &mut enum_i, labels),
+            Codec::Set { labels, .. } => (&sets, &mut set_i, labels),
+            _ => continue,
+        };
+        *index += 1;
+        let Some(raw) = list.as_ref().and_then(|l| l.get(*index - 1)) else {
+            continue;
+        };
+        let charset = col
+            .charset
+            .as_deref()
+            .and_then(Charset::from_mysql)
+            .unwrap_or(Charset::Utf8);
+        let decoded = raw
+            .iter()
+            .map(|bytes| match charset {
+                Charset::Utf8 => std::str::from_utf8(bytes).map(str::to_string).map_err(|e| {
+                    format!("column `{}`: TABLE_MAP label is not UTF-8: {e}", col.name)
+                }),
+                Charset::Legacy(enc) => Ok(enc.decode_without_bom_handling(bytes).0.into_owned()),
+            })
+            .collect::<Result<Vec<String>, String>>()?;
+        if **labels != *decoded {
+            *labels = Arc::from(decoded);
+        }
+    }
+    Ok(())
 }
 
 fn binlog_shape(tme: &TableMapEvent<'_>) -> String {
@@ -139,6 +221,18 @@ fn meta_u16(meta: &[u8]) -> usize {
         [a] => *a as usize,
         [] => 0,
     }
+}
+
+/// The fractional digits of a temporal column's metadata; more than 6 is corrupt.
+fn fsp_of(meta: &[u8]) -> Option<u8> {
+    meta.first().copied().filter(|fsp| *fsp <= 6)
+}
+
+/// The width of a BLOB/TEXT/JSON/GEOMETRY length prefix: 1 to 4 bytes.
+fn length_bytes_of(meta: &[u8]) -> Option<usize> {
+    meta.first()
+        .map(|n| *n as usize)
+        .filter(|n| (1..=4).contains(n))
 }
 
 fn codec_for(ty: ColumnType, meta: &[u8], kind: &ColumnKind) -> Option<Codec> {
@@ -170,7 +264,7 @@ fn codec_for(ty: ColumnType, meta: &[u8], kind: &ColumnKind) -> Option<Codec> {
         (T::MYSQL_TYPE_NEWDECIMAL, ColumnKind::Decimal { precision, scale }) => {
             // The binlog's own precision/scale decide the byte layout.
             let (p, s) = (*meta.first()?, *meta.get(1)?);
-            if p != precision || s != scale {
+            if p != precision || s != scale || !decimal_shape_is_valid(p, s) {
                 return None;
             }
             Codec::Decimal {
@@ -180,21 +274,23 @@ fn codec_for(ty: ColumnType, meta: &[u8], kind: &ColumnKind) -> Option<Codec> {
             }
         }
         (T::MYSQL_TYPE_DATE | T::MYSQL_TYPE_NEWDATE, ColumnKind::Date) => Codec::Date,
-        (T::MYSQL_TYPE_DATETIME2, ColumnKind::DateTime { .. }) => Codec::DateTime2 {
-            fsp: *meta.first()?,
-        },
-        (T::MYSQL_TYPE_TIMESTAMP2, ColumnKind::Timestamp { .. }) => Codec::Timestamp2 {
-            fsp: *meta.first()?,
-        },
-        (T::MYSQL_TYPE_TIME2, ColumnKind::Time { .. }) => Codec::Time2 {
-            fsp: *meta.first()?,
-        },
+        (T::MYSQL_TYPE_DATETIME2, ColumnKind::DateTime { .. }) => {
+            Codec::DateTime2 { fsp: fsp_of(meta)? }
+        }
+        (T::MYSQL_TYPE_TIMESTAMP2, ColumnKind::Timestamp { .. }) => {
+            Codec::Timestamp2 { fsp: fsp_of(meta)? }
+        }
+        (T::MYSQL_TYPE_TIME2, ColumnKind::Time { .. }) => Codec::Time2 { fsp: fsp_of(meta)? },
         (T::MYSQL_TYPE_DATETIME, ColumnKind::DateTime { .. }) => Codec::DateTimeV1,
         (T::MYSQL_TYPE_TIMESTAMP, ColumnKind::Timestamp { .. }) => Codec::TimestampV1,
         (T::MYSQL_TYPE_TIME, ColumnKind::Time { .. }) => Codec::TimeV1,
         (T::MYSQL_TYPE_YEAR, ColumnKind::Year) => Codec::Year,
-        (T::MYSQL_TYPE_BIT, ColumnKind::Bit { .. }) => {
+        (T::MYSQL_TYPE_BIT, ColumnKind::Bit { bits: width }) => {
+            // Metadata: the bits beyond whole bytes, then the whole bytes.
             let (bits, bytes) = (*meta.first()? as usize, *meta.get(1)? as usize);
+            if bits > 7 || bytes * 8 + bits != width as usize {
+                return None;
+            }
             Codec::Bit {
                 bytes: bytes + usize::from(bits > 0),
             }
@@ -244,13 +340,13 @@ fn codec_for(ty: ColumnType, meta: &[u8], kind: &ColumnKind) -> Option<Codec> {
             | T::MYSQL_TYPE_GEOMETRY,
             k,
         ) => Codec::Long {
-            len_bytes: *meta.first()? as usize,
+            len_bytes: length_bytes_of(meta)?,
             target: bytes_target(&k)?,
         },
         // MySQL's JSON is binary in the binlog whatever the history calls it
         // (a DDL-derived `json` column resolves to text, as MariaDB's is).
         (T::MYSQL_TYPE_JSON, ColumnKind::Json | ColumnKind::Text { .. }) => Codec::Json {
-            len_bytes: *meta.first()? as usize,
+            len_bytes: length_bytes_of(meta)?,
         },
         _ => return None,
     })
@@ -660,9 +756,9 @@ fn read_value(
         } => {
             let bytes = r.take(*size)?;
             if *precision <= 38 {
-                b.append_i128(decimal128(bytes, *precision, *scale));
+                b.append_i128(decimal128(bytes, *precision, *scale)?);
             } else {
-                b.append_i256(decimal256(bytes, *precision, *scale));
+                b.append_i256(decimal256(bytes, *precision, *scale)?);
             }
         }
         Codec::Date => match date(r.take(3)?) {
@@ -736,7 +832,15 @@ fn append_bytes(b: &mut ColumnBuilder, bytes: &[u8], target: Bytes) -> Result<()
             b.append_str(std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?)
         }
         Bytes::Text(Charset::Legacy(enc)) => {
-            let (text, _, _) = enc.decode(bytes);
+            // No byte-order-mark sniffing: a latin1 value may well begin
+            // with the bytes of a UTF-8 or UTF-16 mark.
+            let (text, malformed) = enc.decode_without_bom_handling(bytes);
+            if malformed {
+                return Err(format!(
+                    "bytes that are not valid {} (the column's charset)",
+                    enc.name()
+                ));
+            }
             b.append_str(&text);
         }
     }
@@ -1023,6 +1127,59 @@ mod tests {
                 "{kind:?}"
             );
         }
+    }
+
+    fn plan_for(columns: &[(u8, &[u8])], schema: &[(&str, &str)]) -> Result<TablePlan, String> {
+        let body = table_map_body(
+            TABLE_ID,
+            "shop",
+            "items",
+            columns,
+            &vec![true; columns.len()],
+        );
+        let event = read_event(&event_bytes(event_type::TABLE_MAP, 0, &body, false), false);
+        let tme: TableMapEvent<'_> = event.read_event().unwrap();
+        TablePlan::new(table_schema(schema), &tme)
+    }
+
+    #[test]
+    fn corrupt_column_metadata_is_an_error_naming_the_column() {
+        // Issue 11: DECIMAL precision 0 panicked in the decoder.
+        let err = plan_for(
+            &[(3, &[]), (246, &[0, 0])],
+            &[("id", "int"), ("d", "decimal(10,0)")],
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.contains("column `d`") && err.contains("precision 0"),
+            "{err}"
+        );
+        let err = plan_for(
+            &[(3, &[]), (246, &[10, 40])],
+            &[("id", "int"), ("d", "decimal(10,0)")],
+        )
+        .err()
+        .unwrap();
+        assert!(err.contains("scale 40"), "{err}");
+        // Fractional digits above 6, a BIT width that is not the schema's,
+        // a BLOB length prefix of 0 or 9 bytes: mismatches, not decoders.
+        for (column, ty) in [
+            ((18u8, &[7u8][..]), "datetime(6)"),
+            ((16, &[0, 2]), "bit(8)"),
+            ((252, &[0]), "blob"),
+            ((252, &[9]), "blob"),
+        ] {
+            let err = plan_for(&[(3, &[]), column], &[("id", "int"), ("c", ty)])
+                .err()
+                .unwrap_or_else(|| panic!("{ty} with metadata {:?} was accepted", column.1));
+            assert!(err.contains("column `c`"), "{err}");
+        }
+        assert!(plan_for(
+            &[(3, &[]), (16, &[1, 1])],
+            &[("id", "int"), ("c", "bit(9)")]
+        )
+        .is_ok());
     }
 
     #[test]

@@ -43,6 +43,36 @@ pub fn packed_int(r: &mut &[u8]) -> Option<u64> {
     Some(v)
 }
 
+/// The ENUM or SET labels of TABLE_MAP's optional metadata (the raw bytes of
+/// an ENUM_STR_VALUE or SET_STR_VALUE field): per column a packed count,
+/// then that many packed-length strings. Read here rather than through
+/// mysql_common, which reserves memory for the count before it checks it
+/// against the bytes (a corrupt count panics or aborts).
+pub fn enum_set_labels(mut raw: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, String> {
+    let mut columns = Vec::new();
+    while !raw.is_empty() {
+        let count = packed_int(&mut raw).ok_or("ENUM/SET labels: count cut short")?;
+        // Each label takes at least its one length byte.
+        if count > raw.len() as u64 {
+            return Err(format!(
+                "ENUM/SET labels: {count} labels in {} bytes",
+                raw.len()
+            ));
+        }
+        let mut labels = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let len = packed_int(&mut raw).ok_or("ENUM/SET labels: length cut short")?;
+            let label = raw
+                .get(..usize::try_from(len).map_err(|_| "ENUM/SET labels: label too long")?)
+                .ok_or("ENUM/SET labels: label cut short")?;
+            labels.push(label.to_vec());
+            raw = &raw[label.len()..];
+        }
+        columns.push(labels);
+    }
+    Ok(columns)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
@@ -187,9 +217,23 @@ const POW10: [u64; 10] = [
     1_000_000_000,
 ];
 
+/// The largest precision and scale a DECIMAL may have (`DECIMAL_MAX_PRECISION`,
+/// `DECIMAL_MAX_SCALE` of MySQL and MariaDB).
+pub const DECIMAL_MAX_PRECISION: u8 = 65;
+pub const DECIMAL_MAX_SCALE: u8 = 30;
+
+/// Whether `(precision, scale)` is a DECIMAL the server can define: the
+/// binary decoders below rely on it, so metadata read from the binlog is
+/// checked with this before a codec is made of it.
+pub fn decimal_shape_is_valid(precision: u8, scale: u8) -> bool {
+    (1..=DECIMAL_MAX_PRECISION).contains(&precision)
+        && scale <= DECIMAL_MAX_SCALE
+        && scale <= precision
+}
+
 /// Size in bytes of a binary DECIMAL(precision, scale).
 pub fn decimal_size(precision: u8, scale: u8) -> usize {
-    let intg = (precision - scale) as usize;
+    let intg = precision.saturating_sub(scale) as usize;
     let scale = scale as usize;
     (intg / 9) * 4 + DIG2BYTES[intg % 9] + (scale / 9) * 4 + DIG2BYTES[scale % 9]
 }
@@ -198,13 +242,23 @@ pub fn decimal_size(precision: u8, scale: u8) -> usize {
 /// group_digits)` from the most significant group on. Returns whether the
 /// value is negative. The format stores the sign in the top bit of the first
 /// byte and all bytes inverted for negative numbers (`strings/decimal.c`).
+/// `bytes` must hold [`decimal_size`] bytes of a valid shape; a group with
+/// more digits than it may have (corrupt bytes) is an error.
 #[inline]
 fn decimal_groups(
     bytes: &[u8],
     precision: u8,
     scale: u8,
     mut push: impl FnMut(u64, usize),
-) -> bool {
+) -> Result<bool, String> {
+    let size = decimal_size(precision, scale);
+    if !decimal_shape_is_valid(precision, scale) || bytes.len() < size {
+        return Err(format!(
+            "DECIMAL({precision},{scale}) needs {size} bytes and a precision of 1 to 65, \
+             a scale of at most 30 and the precision; got {} bytes",
+            bytes.len()
+        ));
+    }
     let intg = (precision - scale) as usize;
     let scale = scale as usize;
     let negative = bytes[0] & 0x80 == 0;
@@ -222,64 +276,79 @@ fn decimal_groups(
         pos += n;
         v
     };
+    let mut groups = [(0u64, 0usize); 9];
+    let mut count = 0;
     let lead = intg % 9;
     if lead > 0 {
-        push(read(DIG2BYTES[lead]), lead);
+        groups[count] = (read(DIG2BYTES[lead]), lead);
+        count += 1;
     }
-    for _ in 0..intg / 9 {
-        push(read(4), 9);
-    }
-    for _ in 0..scale / 9 {
-        push(read(4), 9);
+    for _ in 0..intg / 9 + scale / 9 {
+        groups[count] = (read(4), 9);
+        count += 1;
     }
     let trail = scale % 9;
     if trail > 0 {
-        push(read(DIG2BYTES[trail]), trail);
+        groups[count] = (read(DIG2BYTES[trail]), trail);
+        count += 1;
     }
-    negative
+    for &(v, digits) in &groups[..count] {
+        if v >= POW10[digits] {
+            return Err(format!(
+                "corrupt DECIMAL({precision},{}): a {digits}-digit group holds {v}",
+                scale
+            ));
+        }
+        push(v, digits);
+    }
+    Ok(negative)
 }
 
 /// DECIMAL(p ≤ 38, s) as the unscaled i128 Arrow's Decimal128 holds.
-pub fn decimal128(bytes: &[u8], precision: u8, scale: u8) -> i128 {
+pub fn decimal128(bytes: &[u8], precision: u8, scale: u8) -> Result<i128, String> {
+    if precision > 38 {
+        return Err(format!(
+            "DECIMAL({precision},{scale}) does not fit 128 bits"
+        ));
+    }
     let mut acc: i128 = 0;
+    // Groups are checked to hold their digit count, so 38 digits cannot overflow.
     let negative = decimal_groups(bytes, precision, scale, |v, digits| {
         acc = acc * POW10[digits] as i128 + v as i128;
-    });
-    if negative {
-        -acc
-    } else {
-        acc
-    }
+    })?;
+    Ok(if negative { -acc } else { acc })
 }
 
 /// DECIMAL(p > 38, s) as the unscaled i256 of Decimal256.
-pub fn decimal256(bytes: &[u8], precision: u8, scale: u8) -> i256 {
+pub fn decimal256(bytes: &[u8], precision: u8, scale: u8) -> Result<i256, String> {
     let mut acc = i256::ZERO;
     let negative = decimal_groups(bytes, precision, scale, |v, digits| {
         acc = acc
             .wrapping_mul(i256::from_i128(POW10[digits] as i128))
             .wrapping_add(i256::from_i128(v as i128));
-    });
-    if negative {
-        acc.wrapping_neg()
-    } else {
-        acc
-    }
+    })?;
+    Ok(if negative { acc.wrapping_neg() } else { acc })
 }
 
 /// DECIMAL as the text MySQL's `decimal2string()` prints: a `-` for
 /// negative values, the integer digits without leading zeros (`0` when there
 /// are none), and exactly `scale` fraction digits. Any precision up to 65.
-/// `bytes` must hold [`decimal_size`] bytes.
-pub fn decimal_text(bytes: &[u8], precision: u8, scale: u8, out: &mut String) {
+/// `bytes` must hold [`decimal_size`] bytes. On error `out` is unchanged.
+pub fn decimal_text(
+    bytes: &[u8],
+    precision: u8,
+    scale: u8,
+    out: &mut String,
+) -> Result<(), String> {
     use std::fmt::Write as _;
-    let intg = (precision - scale) as usize;
-    if bytes[0] & 0x80 == 0 {
+    let intg = precision.saturating_sub(scale) as usize;
+    let start = out.len();
+    if bytes.first().is_some_and(|b| b & 0x80 == 0) {
         out.push('-');
     }
     let mut seen = 0;
     let mut leading = true;
-    decimal_groups(bytes, precision, scale, |v, digits| {
+    let groups = decimal_groups(bytes, precision, scale, |v, digits| {
         if seen == intg {
             if leading {
                 out.push('0');
@@ -295,9 +364,14 @@ pub fn decimal_text(bytes: &[u8], precision: u8, scale: u8, out: &mut String) {
         }
         seen += digits;
     });
+    if let Err(e) = groups {
+        out.truncate(start);
+        return Err(e);
+    }
     if leading {
         out.push('0');
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -317,18 +391,18 @@ mod tests {
         // DECIMAL(10,2) 1234.56: intg 8 = 0 full groups + 8 lead digits (4 bytes), scale 2 (1 byte).
         let mut b = vec![0x80, 0x00, 0x04, 0xD2, 56];
         assert_eq!(decimal_size(10, 2), 5);
-        assert_eq!(decimal128(&b, 10, 2), 123_456);
+        assert_eq!(decimal128(&b, 10, 2), Ok(123_456));
         for x in b.iter_mut() {
             *x ^= 0xFF;
         }
-        assert_eq!(decimal128(&b, 10, 2), -123_456);
+        assert_eq!(decimal128(&b, 10, 2), Ok(-123_456));
     }
 
     #[test]
     fn decimal_text_has_the_exact_digits() {
         let text = |bytes: &[u8], p, s| {
             let mut out = String::new();
-            decimal_text(bytes, p, s, &mut out);
+            decimal_text(bytes, p, s, &mut out).unwrap();
             out
         };
         assert_eq!(text(&[0x80, 0x00, 0x04, 0xD2, 56], 10, 2), "1234.56");
@@ -343,16 +417,100 @@ mod tests {
         assert_eq!(text(&b[..], 18, 9), "1.000000001");
     }
 
+    /// TIME2 bytes as the server writes them: `TIME_to_longlong_time_packed`
+    /// then `my_time_packed_to_binary` (MySQL `mysys/my_time.cc`), for a
+    /// value already cut to `fsp` digits.
+    fn time2_bytes(micros: i64, fsp: u8) -> Vec<u8> {
+        let a = micros.abs();
+        let (secs, frac) = (a / 1_000_000, a % 1_000_000);
+        let hms = ((secs / 3600) << 12) | (((secs / 60) % 60) << 6) | (secs % 60);
+        let packed = if micros < 0 {
+            -((hms << 24) + frac)
+        } else {
+            (hms << 24) + frac
+        };
+        let int_part = packed >> 24;
+        let frac_part = packed % (1 << 24);
+        let mut out = ((0x80_0000 + int_part) as u32).to_be_bytes()[1..].to_vec();
+        match frac_bytes(fsp) {
+            0 => {}
+            1 => out.push((frac_part / 10_000) as i8 as u8),
+            2 => out.extend(((frac_part / 100) as i16 as u16).to_be_bytes()),
+            _ => {
+                out = ((packed + 0x8000_0000_0000) as u64).to_be_bytes()[2..].to_vec();
+            }
+        }
+        out
+    }
+
     #[test]
-    fn time2_negative_with_fraction() {
-        // -00:00:01.5 with fsp 1: packed int = -1 s ... encode via MySQL's rule
-        // intpart = hms(0:0:1) = 1 -> negative: -(1) , frac -50 -> stored int -1+... we
-        // check the round trip of a known server encoding instead:
-        // '-838:59:59' fsp 0: hms = 838<<12 | 59<<6 | 59, stored 0x800000 - hms.
-        let hms: i64 = (838 << 12) | (59 << 6) | 59;
-        let stored = (0x80_0000 - hms) as u64;
-        let bytes = [(stored >> 16) as u8, (stored >> 8) as u8, stored as u8];
-        assert_eq!(time2(&bytes, 0), -((838 * 3600 + 59 * 60 + 59) * 1_000_000));
+    fn time2_reads_every_fsp_and_sign_as_the_server_writes_it() {
+        let max = (838 * 3600 + 59 * 60 + 59) * 1_000_000;
+        for fsp in 0..=6u8 {
+            let unit = 10i64.pow(6 - fsp as u32);
+            let mut values = vec![0, unit, 999_999 / unit * unit, 1_000_000 - unit, max];
+            values.extend([max - unit, 500_000 / unit * unit, 3_600_000_000 + unit]);
+            values.extend([(12 * 3600 + 34 * 60 + 56) * 1_000_000 + 123_456 / unit * unit]);
+            for v in values.clone() {
+                values.push(-v);
+            }
+            for v in values {
+                let bytes = time2_bytes(v, fsp);
+                assert_eq!(bytes.len(), 3 + frac_bytes(fsp));
+                assert_eq!(
+                    time2(&bytes, fsp),
+                    v,
+                    "fsp {fsp}, {v} µs, bytes {bytes:02X?}"
+                );
+            }
+        }
+        // Issue 10: '-00:00:00.50' as TIME(2) was read 2.56 s off.
+        assert_eq!(time2(&[0x7F, 0xFF, 0xFF, 0xCE], 2), -500_000);
+        assert_eq!(time2(&[0x7F, 0xFF, 0xFF, 0xFB], 2), -50_000);
+    }
+
+    #[test]
+    fn corrupt_decimals_are_errors_not_panics() {
+        // Issue 11: precision 0 from corrupt metadata indexed an empty slice.
+        assert!(decimal128(&[], 0, 0).is_err());
+        assert!(decimal256(&[0x80; 4], 66, 0).is_err());
+        assert!(
+            decimal128(&[0x80; 4], 5, 6).is_err(),
+            "scale above precision"
+        );
+        assert!(
+            decimal128(&[0x80, 0], 10, 2).is_err(),
+            "shorter than its size"
+        );
+        // A 9-digit group holding 4294967295 (all bits set): not a decimal.
+        let bytes = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF];
+        let err = decimal128(&bytes, 18, 0).unwrap_err();
+        assert!(err.contains("9-digit group"), "{err}");
+        let mut out = String::from("kept");
+        assert!(decimal_text(&bytes, 18, 0, &mut out).is_err());
+        assert_eq!(
+            out, "kept",
+            "a failed decimal_text leaves the buffer as it was"
+        );
+        // The largest DECIMAL(38,0) still fits: 38 nines.
+        // The lead group of 2 digits (99) in one byte, the sign bit set for positive.
+        let mut nines = vec![0x80 | 99];
+        for _ in 0..4 {
+            nines.extend(999_999_999u32.to_be_bytes());
+        }
+        assert_eq!(decimal_size(38, 0), nines.len());
+        assert_eq!(decimal128(&nines, 38, 0), Ok(10i128.pow(38) - 1));
+    }
+
+    #[test]
+    fn enum_set_labels_are_read_and_corrupt_counts_refused() {
+        let raw = [2, 1, b'a', 2, 0xF0, 0x9F, 1, 0, 0];
+        assert_eq!(
+            enum_set_labels(&raw).unwrap(),
+            vec![vec![b"a".to_vec(), vec![0xF0, 0x9F]], vec![vec![]], vec![]]
+        );
+        assert!(enum_set_labels(&[254, 255, 255, 255, 255, 255, 255, 255, 127]).is_err());
+        assert!(enum_set_labels(&[1, 5, b'a']).is_err());
     }
 
     #[test]

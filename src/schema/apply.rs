@@ -240,6 +240,20 @@ fn quote_labels(labels: &[String]) -> String {
         .join(",")
 }
 
+/// ENUM/SET labels of TABLE_MAP metadata as text (lossy, as mysql_common's
+/// `value()` was; the exact labels are taken by the decode plan).
+fn labels_text(raw: &[u8]) -> Result<Vec<Vec<String>>, String> {
+    Ok(crate::decode::values::enum_set_labels(raw)?
+        .into_iter()
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .collect()
+        })
+        .collect())
+}
+
 /// Derives a table's shape from a TABLE_MAP with full optional metadata
 /// (`binlog_row_metadata=FULL`): names, signedness, charsets, ENUM/SET
 /// labels and the primary key. `None` when the metadata is not there.
@@ -278,18 +292,10 @@ pub fn derive_from_table_map(tme: &TableMapEvent<'_>) -> Result<Option<Vec<Colum
                 column_charsets = Some(cc.iter_charsets().filter_map(|r| r.ok()).collect())
             }
             OptionalMetadataField::EnumStrValue(v) => {
-                enum_sets.0 = v
-                    .iter_values()
-                    .filter_map(|r| r.ok())
-                    .map(|e| e.values().iter().map(|x| x.value().into_owned()).collect())
-                    .collect()
+                enum_sets.0 = labels_text(&crate::decode::rows::raw_field(&v))?
             }
             OptionalMetadataField::SetStrValue(v) => {
-                enum_sets.1 = v
-                    .iter_values()
-                    .filter_map(|r| r.ok())
-                    .map(|e| e.values().iter().map(|x| x.value().into_owned()).collect())
-                    .collect()
+                enum_sets.1 = labels_text(&crate::decode::rows::raw_field(&v))?
             }
             OptionalMetadataField::SimplePrimaryKey(k) => {
                 pk = k

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use mysql_async::prelude::Queryable;
 
-use super::{ColumnDef, TableSchema};
+use super::{ColumnDef, ColumnKind, TableSchema};
 use crate::config::TableFilter;
 use crate::error::{Error, Result};
 
@@ -58,7 +58,47 @@ pub async fn read_tables(
             .columns
             .push(column);
     }
+    warn_about_lost_labels(conn, &tables).await;
     Ok(tables)
+}
+
+/// ENUM/SET labels outside the Basic Multilingual Plane (emoji) read as `?`
+/// from `information_schema`: `COLUMNS.COLUMN_TYPE` is utf8mb3 on MariaDB,
+/// and SHOW CREATE TABLE converts labels to utf8mb3 too (checked on MariaDB
+/// 10.11). The exact labels reach sluice only through the TABLE_MAP's FULL
+/// metadata, which the rows decoder prefers (`decode::rows::TablePlan`).
+/// Without it a `?` label cannot be told from a lost character: say so,
+/// with the fix, rather than write `?` into the lake unannounced.
+async fn warn_about_lost_labels(
+    conn: &mut mysql_async::Conn,
+    tables: &BTreeMap<(String, String), TableSchema>,
+) {
+    let suspects: Vec<String> = tables
+        .values()
+        .flat_map(|t| {
+            t.columns
+                .iter()
+                .filter(|c| matches!(&c.kind, ColumnKind::Enum { labels } | ColumnKind::Set { labels } if labels.iter().any(|l| l.contains('?'))))
+                .map(move |c| format!("{}.{}", t.qualified_name(), c.name))
+        })
+        .collect();
+    if suspects.is_empty() {
+        return;
+    }
+    let metadata: Option<String> = conn
+        .query_first("SELECT @@binlog_row_metadata")
+        .await
+        .ok()
+        .flatten();
+    if metadata.is_some_and(|m| m.eq_ignore_ascii_case("FULL")) {
+        return;
+    }
+    tracing::warn!(
+        "ENUM/SET labels with `?` in {}: information_schema shows every character outside the \
+         Basic Multilingual Plane (e.g. an emoji) as `?`, so such labels would be written as `?`; \
+         set binlog_row_metadata=FULL on the server so sluice reads the exact labels from the binlog",
+        suspects.join(", ")
+    );
 }
 
 /// Each database's default character set (`information_schema.SCHEMATA`).

@@ -23,37 +23,8 @@ fn split(text: &str) -> Result<TypeText<'_>, String> {
     let mut rest = t[base_end..].trim_start();
     let mut args = "";
     if rest.starts_with('(') {
-        // Find the matching parenthesis, skipping quoted labels.
-        let mut depth = 0;
-        let mut quote: Option<char> = None;
-        let mut end = None;
-        let mut chars = rest.char_indices().peekable();
-        while let Some((i, c)) = chars.next() {
-            match (quote, c) {
-                (Some(q), c) if c == q => {
-                    if chars.peek().map(|(_, n)| *n) == Some(q) {
-                        chars.next();
-                    } else {
-                        quote = None;
-                    }
-                }
-                (Some(_), '\\') => {
-                    chars.next();
-                }
-                (Some(_), _) => {}
-                (None, '\'' | '"') => quote = Some(c),
-                (None, '(') => depth += 1,
-                (None, ')') => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = Some(i);
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let end = end.ok_or_else(|| format!("unbalanced parentheses in type `{text}`"))?;
+        let end = closing_paren(rest)
+            .ok_or_else(|| format!("unbalanced parentheses in type `{text}`"))?;
         args = &rest[1..end];
         rest = &rest[end + 1..];
     }
@@ -66,6 +37,39 @@ fn split(text: &str) -> Result<TypeText<'_>, String> {
         args,
         unsigned,
     })
+}
+
+/// The byte offset of the parenthesis that closes the one `rest` starts
+/// with, skipping quoted labels (`''` and backslash escapes inside them).
+fn closing_paren(rest: &str) -> Option<usize> {
+    let mut depth = 0;
+    let mut quote: Option<char> = None;
+    let mut chars = rest.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => {
+                if chars.peek().map(|(_, n)| *n) == Some(q) {
+                    chars.next();
+                } else {
+                    quote = None;
+                }
+            }
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(') => depth += 1,
+            (None, ')') => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn numbers(args: &str) -> Vec<u64> {
@@ -100,10 +104,24 @@ pub fn kind_from_type(text: &str, charset: Option<&str>) -> Result<ColumnKind, S
         },
         "float" => ColumnKind::Float,
         "double" | "real" => ColumnKind::Double,
-        "decimal" | "numeric" | "dec" | "fixed" => ColumnKind::Decimal {
-            precision: n.first().copied().unwrap_or(10) as u8,
-            scale: n.get(1).copied().unwrap_or(0) as u8,
-        },
+        "decimal" | "numeric" | "dec" | "fixed" => {
+            let (precision, scale) = (
+                n.first().copied().unwrap_or(10),
+                n.get(1).copied().unwrap_or(0),
+            );
+            // DECIMAL(0) is the default precision, as the server makes it.
+            let precision = if precision == 0 { 10 } else { precision };
+            if precision > 65 || scale > 30 || scale > precision {
+                return Err(format!(
+                    "DECIMAL({precision},{scale}) is out of range (precision up to 65, scale up to 30 \
+                     and at most the precision)"
+                ));
+            }
+            ColumnKind::Decimal {
+                precision: precision as u8,
+                scale: scale as u8,
+            }
+        }
         "date" => ColumnKind::Date,
         "datetime" => ColumnKind::DateTime { fsp: fsp() },
         "timestamp" => ColumnKind::Timestamp { fsp: fsp() },
@@ -169,7 +187,15 @@ pub fn parse_labels(args: &str) -> Result<Vec<String>, String> {
                             label.push(q);
                         }
                         Some(ch) if ch == q => break,
+                        // The escapes the server prints labels with
+                        // (`append_unescaped`) and SQL string literals use.
                         Some('\\') => match chars.next() {
+                            Some('0') => label.push('\0'),
+                            Some('n') => label.push('\n'),
+                            Some('r') => label.push('\r'),
+                            Some('t') => label.push('\t'),
+                            Some('b') => label.push('\u{8}'),
+                            Some('Z') => label.push('\u{1A}'),
                             Some(e) => label.push(e),
                             None => return Err("unterminated label".into()),
                         },
@@ -241,6 +267,25 @@ mod tests {
             })
         );
         assert_eq!(kind_from_type("json", None), Ok(ColumnKind::Json));
+        assert_eq!(
+            kind_from_type("DECIMAL(0)", None),
+            Ok(ColumnKind::Decimal {
+                precision: 10,
+                scale: 0
+            }),
+            "the server makes DECIMAL(0) decimal(10,0)"
+        );
+        assert!(kind_from_type("decimal(66,2)", None).is_err());
+        assert!(
+            kind_from_type("decimal(300,2)", None).is_err(),
+            "not cut to u8"
+        );
+        assert!(kind_from_type("decimal(40,31)", None).is_err());
+        assert_eq!(
+            parse_labels(r"'a\\b','n\nl','q''r'").unwrap(),
+            vec!["a\\b", "n\nl", "q'r"],
+            "labels as information_schema prints them"
+        );
         assert!(kind_from_type("vector(3)", None).is_err());
         assert_eq!(
             parse_labels("'a','b''c','d,e'").unwrap(),
