@@ -191,11 +191,11 @@ fn use_binlog_labels(
             .unwrap_or(Charset::Utf8);
         let decoded = raw
             .iter()
-            .map(|bytes| match charset {
-                Charset::Utf8 => std::str::from_utf8(bytes).map(str::to_string).map_err(|e| {
-                    format!("column `{}`: TABLE_MAP label is not UTF-8: {e}", col.name)
-                }),
-                Charset::Legacy(enc) => Ok(enc.decode_without_bom_handling(bytes).0.into_owned()),
+            .map(|bytes| {
+                charset
+                    .decode(bytes)
+                    .map(|t| t.into_owned())
+                    .map_err(|e| format!("column `{}`: TABLE_MAP label: {e}", col.name))
             })
             .collect::<Result<Vec<String>, String>>()?;
         if **labels != *decoded {
@@ -828,21 +828,7 @@ fn append_bytes(b: &mut ColumnBuilder, bytes: &[u8], target: Bytes) -> Result<()
     match target {
         Bytes::Binary { pad_to: Some(n) } => b.append_padded_bytes(bytes, n),
         Bytes::Binary { pad_to: None } => b.append_bytes(bytes),
-        Bytes::Text(Charset::Utf8) => {
-            b.append_str(std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?)
-        }
-        Bytes::Text(Charset::Legacy(enc)) => {
-            // No byte-order-mark sniffing: a latin1 value may well begin
-            // with the bytes of a UTF-8 or UTF-16 mark.
-            let (text, malformed) = enc.decode_without_bom_handling(bytes);
-            if malformed {
-                return Err(format!(
-                    "bytes that are not valid {} (the column's charset)",
-                    enc.name()
-                ));
-            }
-            b.append_str(&text);
-        }
+        Bytes::Text(charset) => b.append_str(&charset.decode(bytes)?),
     }
     Ok(())
 }

@@ -89,8 +89,20 @@ pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, Strin
         charset: base.charset.clone().unwrap_or_else(|| "utf8mb4".into()),
         renamed_to: None,
     };
-    for op in ops {
-        apply_op(&mut altered, op, &base.columns)?;
+    // The server applies DROP, CHANGE, MODIFY and RENAME to the table as it
+    // was, then adds the new columns, then rebuilds the keys: `ADD z,
+    // CHANGE z y` renames the old z and adds a new one, and `DROP i, ADD i …,
+    // ADD PRIMARY KEY (i)` keys the new i.
+    let phase = |op: &AlterOp| match op {
+        AlterOp::Add(..) => 1,
+        AlterOp::IfColumn { op, .. } if matches!(op.as_ref(), AlterOp::Add(..)) => 1,
+        AlterOp::AddPrimaryKey(_) | AlterOp::AddPrimaryKeyIfNone(_) | AlterOp::DropPrimaryKey => 2,
+        _ => 0,
+    };
+    for p in 0..3 {
+        for op in ops.iter().filter(|op| phase(op) == p) {
+            apply_op(&mut altered, op, &base.columns)?;
+        }
     }
     Ok(altered)
 }
@@ -139,6 +151,12 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
                 let i = index_of(columns, name)?;
                 columns[i].primary_key = true;
                 columns[i].nullable = false;
+            }
+        }
+        AlterOp::AddPrimaryKeyIfNone(names) => {
+            // Decided against the table before the statement, like IF EXISTS.
+            if !before.iter().any(|c| c.primary_key) && !columns.iter().any(|c| c.primary_key) {
+                apply_op(t, &AlterOp::AddPrimaryKey(names.clone()), before)?;
             }
         }
         AlterOp::DropPrimaryKey => {
@@ -454,6 +472,41 @@ mod tests {
             panic!()
         };
         apply_alter(base, &ops)
+    }
+
+    #[test]
+    fn columns_change_before_adds_and_keys_after_them() {
+        let base = create("CREATE TABLE t (i INT, z INT, y INT, PRIMARY KEY (z))");
+        // The old z becomes y (the old y goes), then a new z is added.
+        let t = alter(
+            &base,
+            "ALTER TABLE t DROP COLUMN y, ADD COLUMN z BIGINT, CHANGE COLUMN z y INT",
+        )
+        .unwrap();
+        let cols: Vec<(&str, &str)> = t
+            .columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.mysql_type.as_str()))
+            .collect();
+        assert_eq!(cols, [("i", "int"), ("y", "int"), ("z", "bigint")]);
+        // The new i gets the primary key added in the same statement.
+        let t = alter(&base, "ALTER TABLE t DROP i, ADD i INT UNSIGNED NOT NULL, DROP PRIMARY KEY, ADD PRIMARY KEY (i)").unwrap();
+        let pk: Vec<&str> = t
+            .columns
+            .iter()
+            .filter(|c| c.primary_key)
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(pk, ["i"]);
+        // IF NOT EXISTS: the table has a primary key, so nothing changes.
+        let t = alter(&base, "ALTER TABLE t ADD PRIMARY KEY IF NOT EXISTS (i)").unwrap();
+        let pk: Vec<&str> = t
+            .columns
+            .iter()
+            .filter(|c| c.primary_key)
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(pk, ["z"]);
     }
 
     #[test]

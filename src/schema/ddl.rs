@@ -345,6 +345,8 @@ pub enum AlterOp {
     ConvertCharset(String),
     /// `[DEFAULT] CHARACTER SET =`: the table default only.
     DefaultCharset(String),
+    /// `ADD PRIMARY KEY IF NOT EXISTS (…)`: only when the table has none.
+    AddPrimaryKeyIfNone(Vec<String>),
     /// A column clause with `IF [NOT] EXISTS`: `op` applies only when the
     /// column `column` exists (`exists`) or does not (`!exists`) at that point.
     IfColumn {
@@ -485,6 +487,11 @@ fn normalize_mariadb(sql: &str) -> String {
             ),
             (r"(?i),\s*PERIOD\s+FOR\s+SYSTEM_TIME\s*\([^)]*\)", ""),
             (r"(?i)\bWITH(OUT)?\s+SYSTEM\s+VERSIONING\b", ""),
+            // `CHARSET x` is MariaDB's synonym of `CHARACTER SET x`.
+            (
+                r"(?i)([\w)])\s+CHARSET\s+([\w`'\x22])",
+                "${1} CHARACTER SET ${2}",
+            ),
             // Column attributes that change no type.
             (r"(?i)(\s)(IN)?VISIBLE\b", "$1"),
             (r"(?i)\s+COMPRESSED(\s*=\s*\w+)?\b", ""),
@@ -841,6 +848,22 @@ fn alter_clause(clause: &str, default_db: &str) -> Result<Vec<AlterOp>, String> 
     if let Some(ops) = conditional_column_clause(clause, default_db)? {
         return Ok(ops);
     }
+    // `ADD [CONSTRAINT [name]] PRIMARY KEY IF NOT EXISTS [name] (cols)`.
+    if w(0) == "ADD" && words.iter().any(|x| x == "PRIMARY") {
+        let upper = clause.to_ascii_uppercase();
+        if let (Some(at), Some(open)) = (upper.find(" IF NOT EXISTS"), clause.find('(')) {
+            if at < open {
+                let without = format!("ADD PRIMARY KEY {}", &clause[open..]);
+                return alter_clause(&without, default_db)?
+                    .into_iter()
+                    .map(|op| match op {
+                        AlterOp::AddPrimaryKey(cols) => Ok(AlterOp::AddPrimaryKeyIfNone(cols)),
+                        other => Err(format!("`{clause}`: unexpected {other:?}")),
+                    })
+                    .collect();
+            }
+        }
+    }
     // `RENAME [TO | AS] name`: sqlparser needs the TO or AS.
     if w(0) == "RENAME" && !matches!(w(1), "COLUMN" | "INDEX" | "KEY") {
         let mut t = Tokens {
@@ -920,6 +943,19 @@ fn alter_clause(clause: &str, default_db: &str) -> Result<Vec<AlterOp>, String> 
         "UPGRADE",
         "PARTITION",
         "VALIDATION",
+        "DELAY_KEY_WRITE",
+        "INSERT_METHOD",
+        "UNION",
+        "DATA",
+        "INDEX",
+        "CONNECTION",
+        "PASSWORD",
+        "TABLESPACE",
+        "STORAGE",
+        "COMPRESSION",
+        "IETF_QUOTES",
+        "SECONDARY_ENGINE",
+        "AUTOEXTEND_SIZE",
     ];
     if TABLE_OPTIONS.contains(&first.as_str()) {
         return Ok(vec![]);
@@ -1339,7 +1375,7 @@ mod parse_tests {
                     position,
                 } => format!("change {old}->{} {position:?}", column.name),
                 AlterOp::RenameColumn { old, new } => format!("rename {old}->{new}"),
-                AlterOp::AddPrimaryKey(c) => format!("pk {c:?}"),
+                AlterOp::AddPrimaryKey(c) | AlterOp::AddPrimaryKeyIfNone(c) => format!("pk {c:?}"),
                 AlterOp::DropPrimaryKey => "droppk".into(),
                 AlterOp::RenameTo(t) => format!("to {}.{}", t.0, t.1),
                 AlterOp::ConvertCharset(c) => format!("convert {c}"),

@@ -21,8 +21,11 @@ use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 pub enum Charset {
     /// utf8mb3 / utf8mb4 / ascii: valid UTF-8 as is.
     Utf8,
-    /// Any other charset, decoded through `encoding_rs` (latin1 is Windows-1252).
+    /// Any other charset, decoded through `encoding_rs` (latin1 is
+    /// Windows-1252; ucs2 and utf16 are UTF-16BE, utf16le UTF-16LE).
     Legacy(&'static encoding_rs::Encoding),
+    /// utf32: four bytes big-endian per character (not in `encoding_rs`).
+    Utf32,
 }
 
 impl Charset {
@@ -30,6 +33,10 @@ impl Charset {
     pub fn from_mysql(name: &str) -> Option<Charset> {
         let label = match name {
             "utf8" | "utf8mb3" | "utf8mb4" | "ascii" => return Some(Charset::Utf8),
+            "utf32" => return Some(Charset::Utf32),
+            "ucs2" | "utf16" => "utf-16be",
+            "utf16le" => "utf-16le",
+            "tis620" => "windows-874",
             "latin1" => "windows-1252",
             "latin2" => "iso-8859-2",
             "latin5" => "iso-8859-9",
@@ -52,6 +59,44 @@ impl Charset {
             _ => return None,
         };
         encoding_rs::Encoding::for_label(label.as_bytes()).map(Charset::Legacy)
+    }
+}
+
+impl Charset {
+    /// The text of `bytes` in this charset, without byte-order-mark sniffing
+    /// (a latin1 value may begin with the bytes of a UTF-8 mark). Bytes that
+    /// are not valid in the charset are an error, never U+FFFD.
+    #[inline]
+    pub fn decode<'a>(&self, bytes: &'a [u8]) -> Result<std::borrow::Cow<'a, str>, String> {
+        match self {
+            Charset::Utf8 => std::str::from_utf8(bytes)
+                .map(std::borrow::Cow::Borrowed)
+                .map_err(|e| format!("invalid UTF-8: {e}")),
+            Charset::Legacy(enc) => match enc.decode_without_bom_handling(bytes) {
+                (_, true) => Err(format!(
+                    "bytes that are not valid {} (the column's charset)",
+                    enc.name()
+                )),
+                (text, false) => Ok(text),
+            },
+            Charset::Utf32 => {
+                if bytes.len() % 4 != 0 {
+                    return Err(format!(
+                        "{} bytes are not whole utf32 characters",
+                        bytes.len()
+                    ));
+                }
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| {
+                        let code = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+                        char::from_u32(code)
+                            .ok_or_else(|| format!("U+{code:X} is not a character (utf32)"))
+                    })
+                    .collect::<Result<String, String>>()
+                    .map(std::borrow::Cow::Owned)
+            }
+        }
     }
 }
 
@@ -206,5 +251,33 @@ impl TableSchema {
             .map(|c| format!("{} {}", c.name, c.mysql_type))
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Charset;
+
+    #[test]
+    fn wide_charsets_decode_and_bad_bytes_are_errors() {
+        let ucs2 = Charset::from_mysql("ucs2").unwrap();
+        assert_eq!(ucs2.decode(&[0x00, 0x41, 0x04, 0x16]).unwrap(), "AЖ");
+        let le = Charset::from_mysql("utf16le").unwrap();
+        assert_eq!(le.decode(&[0x3D, 0xD8, 0x09, 0xDE]).unwrap(), "😉");
+        let utf32 = Charset::from_mysql("utf32").unwrap();
+        assert_eq!(
+            utf32.decode(&[0, 1, 0xF6, 0x09, 0, 0, 0, 0x61]).unwrap(),
+            "😉a"
+        );
+        assert!(
+            utf32.decode(&[0, 0, 0xD8, 0]).is_err(),
+            "a surrogate is no character"
+        );
+        assert!(utf32.decode(&[0, 0, 0]).is_err());
+        assert!(ucs2.decode(&[0xD8, 0x00]).is_err(), "a lone surrogate");
+        // No byte-order-mark sniffing: latin1 bytes EF BB BF stay three characters.
+        let latin1 = Charset::from_mysql("latin1").unwrap();
+        assert_eq!(latin1.decode(&[0xEF, 0xBB, 0xBF, 0x80]).unwrap(), "ï»¿€");
+        assert!(Charset::from_mysql("armscii8").is_none());
     }
 }
