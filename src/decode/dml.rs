@@ -80,7 +80,7 @@ pub fn refuse_captured(
         file,
         pos,
         format!(
-            "{verb} on {tables} was logged as a statement, not as rows (binlog_format = STATEMENT or MIXED in the session that ran it), so its row changes are not in the binlog: `{shown}`; set binlog_format = ROW globally and in every session that writes captured tables, then exclude the table or start a new lake after this position",
+            "{verb} on {tables} was logged as a statement, not as rows (binlog_format = STATEMENT or MIXED in the session that ran it, or on MariaDB a table with transaction-precise system versioning, `ROW START` of type BIGINT UNSIGNED, whose changes are always logged as statements), so its row changes are not in the binlog: `{shown}`; set binlog_format = ROW globally and in every session that writes captured tables (or version the table by TIMESTAMP), then exclude the table or start a new lake after this position",
             verb = dml.verb,
             shown = shown.replace('\n', " "),
         ),
