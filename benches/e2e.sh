@@ -385,6 +385,10 @@ url = "$1/lake"
 
 [state]
 dir = "$1/state"
+
+# The binlog from the start position is what is measured, not a snapshot.
+[snapshot]
+mode = "never"
 TOML
     if [ -n "$SLUICE_FLUSH" ]; then
         printf '\n[flush]\n%s\n' "$SLUICE_FLUSH" >>"$1/sluice.toml"

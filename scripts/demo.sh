@@ -229,6 +229,11 @@ url = "$LAKE"
 
 [state]
 dir = "$tmp/state"
+
+# The demo reads the changes from the empty tables on; the default "initial"
+# would add a consistent snapshot of the tables as they are when sluice starts.
+[snapshot]
+mode = "never"
 TOML
 banner "sluice configuration ($config)"
 cat "$config"

@@ -19,8 +19,21 @@ pub struct Config {
     pub sink: SinkConfig,
     pub state_dir: PathBuf,
     pub flush: FlushPolicy,
+    pub snapshot: SnapshotConfig,
     pub shutdown_timeout: Duration,
 }
+
+/// `[snapshot]`: the initial snapshot of a new lake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotConfig {
+    /// `mode = "initial"` (true, the default) or `"never"`.
+    pub initial: bool,
+    /// Rows per consistent chunk read.
+    pub chunk_rows: usize,
+}
+
+/// Upper bound of `[snapshot] chunk_rows`: a chunk is held in memory.
+const MAX_CHUNK_ROWS: usize = 10_000_000;
 
 #[derive(Debug, Clone)]
 pub struct SourceConfig {
@@ -174,6 +187,16 @@ struct RawConfig {
     state: RawState,
     #[serde(default)]
     flush: RawFlush,
+    #[serde(default)]
+    snapshot: RawSnapshot,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSnapshot {
+    mode: Option<String>,
+    chunk_rows: Option<usize>,
+    method: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -265,9 +288,46 @@ impl Config {
                 .dir
                 .unwrap_or_else(|| PathBuf::from("./sluice-state")),
             flush,
+            snapshot: parse_snapshot(raw.snapshot)?,
             shutdown_timeout: opt_duration(raw.shutdown_timeout, "shutdown_timeout", 30)?,
         })
     }
+}
+
+fn parse_snapshot(raw: RawSnapshot) -> std::result::Result<SnapshotConfig, String> {
+    let initial = match raw.mode.as_deref() {
+        None | Some("initial") => true,
+        Some("never") => false,
+        Some(other) => {
+            return Err(format!(
+                "snapshot.mode: `{other}` is not a snapshot mode, use \"initial\" or \"never\""
+            ))
+        }
+    };
+    match raw.method.as_deref() {
+        None | Some("auto") | Some("consistent") => {}
+        Some("watermark") => {
+            return Err("snapshot.method: \"watermark\" is not available in this release; use \"auto\" (a consistent read per chunk, which needs MariaDB's binlog_snapshot_position)".into())
+        }
+        Some(other) => {
+            return Err(format!(
+                "snapshot.method: `{other}` is not a snapshot method, use \"auto\" or \"consistent\""
+            ))
+        }
+    }
+    let chunk_rows = match raw.chunk_rows {
+        None => 20_000,
+        Some(n) if (1..=MAX_CHUNK_ROWS).contains(&n) => n,
+        Some(n) => {
+            return Err(format!(
+                "snapshot.chunk_rows: {n} is out of range, use 1 to {MAX_CHUNK_ROWS}"
+            ))
+        }
+    };
+    Ok(SnapshotConfig {
+        initial,
+        chunk_rows,
+    })
 }
 
 fn parse_source(raw: RawSource) -> std::result::Result<SourceConfig, String> {
@@ -927,6 +987,38 @@ url = "/tmp/lake"
         assert!(e.starts_with("source.max_sql_bytes: "), "{e}");
         let e = source("max_sql_bytes = \"2GiB\"").unwrap_err();
         assert!(e.starts_with("source.max_sql_bytes: "), "{e}");
+    }
+
+    #[test]
+    fn snapshot_keys_have_defaults_and_bounds() {
+        let c = Config::parse(MINIMAL).unwrap();
+        assert_eq!(
+            c.snapshot,
+            SnapshotConfig {
+                initial: true,
+                chunk_rows: 20_000
+            }
+        );
+        let snap = |body: &str| Config::parse(&format!("{MINIMAL}[snapshot]\n{body}\n"));
+        let c = snap("mode = \"never\"\nchunk_rows = 7\nmethod = \"consistent\"").unwrap();
+        assert_eq!(
+            c.snapshot,
+            SnapshotConfig {
+                initial: false,
+                chunk_rows: 7
+            }
+        );
+        for (body, key) in [
+            ("mode = \"sometimes\"", "snapshot.mode: "),
+            ("chunk_rows = 0", "snapshot.chunk_rows: "),
+            ("chunk_rows = 10000001", "snapshot.chunk_rows: "),
+            ("method = \"watermark\"", "snapshot.method: "),
+            ("method = \"fast\"", "snapshot.method: "),
+            ("new_tables = \"snapshot\"", "snapshot"),
+        ] {
+            let e = snap(body).unwrap_err();
+            assert!(e.starts_with(key), "{body}: {e}");
+        }
     }
 
     #[test]

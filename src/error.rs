@@ -59,6 +59,11 @@ pub enum Error {
     #[error("shutdown_timeout elapsed inside a transaction at {0}; its rows are not committed and are read again at the next start")]
     ShutdownTimeout(String),
 
+    /// The initial snapshot of a table cannot be read (the server refused the
+    /// read, the table cannot be read consistently, a value is unreadable).
+    #[error("snapshot of {table}: {message}")]
+    Snapshot { table: String, message: String },
+
     /// The local state dir (schema history store) failed.
     #[error("state: {0}")]
     State(String),

@@ -11,6 +11,7 @@ pub mod error;
 pub mod pipeline;
 pub mod schema;
 pub mod sink;
+pub mod snapshot;
 pub mod source;
 pub mod status;
 

@@ -55,6 +55,7 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         (Some(c), Ok((head, logs))) => lag_bytes(logs, c, head),
         _ => None,
     };
+    let now = chrono::Utc::now();
     if as_json {
         let v = json!({
             "lake": config.sink.url,
@@ -66,6 +67,23 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
             "server_head": server.as_ref().ok().map(|(h, _)| h),
             "server_error": server.as_ref().err(),
             "lag_bytes": lag,
+            "snapshot": manifest.as_ref().and_then(|m| m.snapshot.as_ref()).map(|p| {
+                p.iter()
+                    .map(|(table, t)| {
+                        let (rate, eta) = t.rate_and_eta(now);
+                        (table.clone(), json!({
+                            "state": t.state,
+                            "rows": t.rows,
+                            "estimated_rows": t.estimated_rows,
+                            "chunks": t.chunks,
+                            "started_at": t.started_at,
+                            "done_at": t.done_at,
+                            "rows_per_second": rate,
+                            "eta_seconds": eta,
+                        }))
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+            }),
         });
         return Ok(serde_json::to_string_pretty(&v).unwrap_or_default());
     }
@@ -103,6 +121,28 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         lag.map(|b| format!("{b} bytes of binlog"))
             .unwrap_or_else(|| "unknown".into())
     ));
+    if let Some(p) = manifest.as_ref().and_then(|m| m.snapshot.as_ref()) {
+        out.push_str("initial snapshot:\n");
+        let width = p.keys().map(|k| k.len()).max().unwrap_or(0);
+        for (table, t) in p {
+            let (rate, eta) = t.rate_and_eta(now);
+            let state = match (t.done(), t.started_at.is_some()) {
+                (true, _) => "done".to_string(),
+                (false, true) => format!(
+                    "{:.0} %",
+                    100.0 * t.rows as f64 / t.estimated_rows.max(t.rows).max(1) as f64
+                ),
+                (false, false) => "waiting".to_string(),
+            };
+            out.push_str(&format!(
+                "  {table:<width$}  {state:>7}  {} of ~{} rows{}{}\n",
+                t.rows,
+                t.estimated_rows,
+                rate.map(|r| format!(", {r:.0} rows/s")).unwrap_or_default(),
+                eta.map(|e| format!(", ETA {e:.0} s")).unwrap_or_default(),
+            ));
+        }
+    }
     if let Some(m) = &manifest {
         out.push_str("rows committed per table:\n");
         let width = m.totals.keys().map(|k| k.len()).max().unwrap_or(0);

@@ -24,6 +24,8 @@ pub enum RowOp {
     Delete,
     /// A marker row (table columns null): every earlier row of the table is gone.
     Truncate,
+    /// A row read by the initial snapshot.
+    Snapshot,
 }
 
 impl RowOp {
@@ -33,6 +35,7 @@ impl RowOp {
             RowOp::Update => "update",
             RowOp::Delete => "delete",
             RowOp::Truncate => "truncate",
+            RowOp::Snapshot => "snapshot",
         }
     }
 }
@@ -73,6 +76,44 @@ pub fn arrow_schema(table: &TableSchema) -> SchemaRef {
         Field::new("_before", DataType::Struct(table.column_fields(true)), true),
     ]);
     Arc::new(Schema::new(fields))
+}
+
+/// The rows of one snapshot chunk as a batch of the table's file schema:
+/// `_seq` from `first_seq` on, one `_tx_seq`, the chunk's position, `_gtid`,
+/// `_sql` and `_before` null (DESIGN.md, "Initial snapshot").
+pub fn snapshot_batch(
+    table: &TableSchema,
+    mut columns: Vec<ArrayRef>,
+    first_seq: i64,
+    tx_seq: i64,
+    at: (&str, u64),
+    ts_ms: i64,
+) -> Result<RecordBatch> {
+    let n = columns.first().map_or(0, |c| c.len());
+    let mut op = StringDictionaryBuilder::<Int8Type>::new();
+    let mut file = StringDictionaryBuilder::<Int32Type>::new();
+    for _ in 0..n {
+        op.append_value(RowOp::Snapshot.as_str());
+        file.append_value(at.0);
+    }
+    let sql_values: ArrayRef = Arc::new(StringArray::from(Vec::<&str>::new()));
+    columns.extend([
+        Arc::new(op.finish()) as ArrayRef,
+        Arc::new(Int64Array::from_iter_values(
+            first_seq..first_seq + n as i64,
+        )),
+        Arc::new(Int64Array::from_value(tx_seq, n)),
+        Arc::new(file.finish()),
+        Arc::new(Int64Array::from_value(at.1 as i64, n)),
+        Arc::new(StringArray::new_null(n)),
+        Arc::new(TimestampMillisecondArray::from_value(ts_ms, n).with_timezone("UTC")),
+        Arc::new(DictionaryArray::<Int32Type>::try_new(
+            Int32Array::new_null(n),
+            sql_values,
+        )?),
+        Arc::new(StructArray::new_null(table.column_fields(true), n)),
+    ]);
+    Ok(RecordBatch::try_new(arrow_schema(table), columns)?)
 }
 
 pub struct TableBuffer {

@@ -15,7 +15,10 @@ use crate::error::{Error, Result};
 use crate::source::Flavor;
 
 pub const MANIFEST_DIR: &str = "_sluice/manifests";
+/// The manifest format; 2 when it carries snapshot state. A lake with a
+/// newer format is refused.
 pub const FORMAT: u32 = 1;
+pub const FORMAT_SNAPSHOT: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
@@ -38,6 +41,9 @@ pub struct Manifest {
     /// `XA ROLLBACK` is after it: their rows wait in held files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub xa_prepared: Vec<PreparedXa>,
+    /// The initial snapshot of every table it covers (format 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<crate::snapshot::SnapshotProgress>,
 }
 
 /// A prepared XA transaction whose outcome the stream has not reached yet.
@@ -135,9 +141,9 @@ impl Lake {
         let bytes = self.store.get(&path).await?.bytes().await?;
         let m: Manifest = serde_json::from_slice(&bytes)
             .map_err(|e| Error::Lake(format!("manifest {path} is not readable: {e}")))?;
-        if m.format != FORMAT {
+        if !(FORMAT..=FORMAT_SNAPSHOT).contains(&m.format) {
             return Err(Error::Lake(format!(
-                "manifest {path} has format {}, this sluice reads format {FORMAT}; upgrade sluice",
+                "manifest {path} has format {}, this sluice reads formats {FORMAT} and {FORMAT_SNAPSHOT}; upgrade sluice",
                 m.format
             )));
         }
@@ -385,6 +391,7 @@ mod tests {
             ddl: vec![],
             totals: BTreeMap::new(),
             xa_prepared: Vec::new(),
+            snapshot: None,
             zero_dates: 0,
         };
         for (seq, writer) in [(1, "ab"), (1, "cd"), (2, "ab"), (0, "ab")] {

@@ -3,6 +3,7 @@
 //! boundary may become a checkpoint. [`xa`] holds the rows of prepared XA
 //! transactions until their outcome.
 
+mod snapshot;
 pub mod xa;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -24,9 +25,11 @@ use crate::schema::bootstrap;
 use crate::schema::history::{self, SchemaHistory};
 
 use crate::schema::tracker::{SchemaTracker, StreamPoint};
+use crate::schema::TableSchema;
 use crate::sink;
 use crate::source::gtid::GtidState;
 use crate::source::{self, BinlogPosition, ServerInfo, StreamStart};
+use arrow::record_batch::RecordBatch;
 use object_store::ObjectStoreExt;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -120,6 +123,11 @@ struct Pipeline<'a> {
     last_checkpoint: Instant,
     stats: DecodeStats,
     summary: RunSummary,
+    /// The initial snapshot while it runs (and its state once done).
+    snapshot: Option<snapshot::SnapshotRun>,
+    /// The end of the last event read (in `file`): a snapshot chunk whose
+    /// position is before it comes too late to be placed.
+    read_to: BinlogPosition,
 }
 
 pub async fn run(
@@ -207,6 +215,16 @@ pub async fn run(
         tx_seq: cursor.next_tx_seq - 1,
         checkpoint: committed_seq + 1,
     };
+    // The initial snapshot: on a new lake, of every captured table that
+    // exists; after a restart, of the tables the newest manifest has not done.
+    let snapshot_progress = match &committed {
+        Some(m) => m.snapshot.clone(),
+        None if config.snapshot.initial && config.source.binlog_dir.is_none() => {
+            let names: Vec<(String, String)> = tables.keys().cloned().collect();
+            Some(crate::snapshot::reader::plan(&config.source, &names).await?)
+        }
+        None => None,
+    };
     let unknown: Vec<_> = tables
         .into_values()
         .filter(|t| !tracker.known(&(t.database.clone(), t.name.clone())))
@@ -223,6 +241,25 @@ pub async fn run(
         .collect();
     tracker.apply_pending_resyncs(&all, &here, "-- sluice schema resync")?;
     let prepared = prepared_xa(committed.as_ref());
+    let snapshot = snapshot_progress.filter(|p| !p.is_empty()).map(|progress| {
+        let running = progress.values().filter(|t| !t.done()).count();
+        if running > 0 {
+            info!(
+                tables = running,
+                "initial snapshot: reading tables beside the stream"
+            );
+        }
+        snapshot::SnapshotRun::start(
+            progress.clone(),
+            snapshot::SpawnArgs {
+                source: config.source.clone(),
+                server_id: server.server_id,
+                chunk_rows: config.snapshot.chunk_rows,
+                initial: progress.clone(),
+            },
+        )
+    });
+    let read_to = start_position.clone();
     let mut p = Pipeline {
         config,
         lake,
@@ -259,10 +296,16 @@ pub async fn run(
         last_checkpoint: Instant::now(),
         stats: DecodeStats::default(),
         summary: RunSummary::default(),
+        snapshot,
+        read_to,
     };
 
     // Offline replay ends at the last file anyway.
-    if caught_up && (opts.until_caught_up || config.source.binlog_dir.is_some()) {
+    let snapshot_pending = p.snapshot.as_ref().is_some_and(|s| !s.done());
+    if caught_up
+        && !snapshot_pending
+        && (opts.until_caught_up || config.source.binlog_dir.is_some())
+    {
         info!(head = %head, "nothing to do: already at the binlog head");
         return Ok(p.summary);
     }
@@ -602,10 +645,28 @@ impl Pipeline<'_> {
                             return Err(Error::ShutdownTimeout(self.position().to_string()));
                         }
                     }
+                    if !self.in_tx {
+                        // An idle stream: chunks at the position it has read
+                        // go in now (the server's heartbeats prove it is there).
+                        let upto = self.read_to.clone();
+                        self.place_chunks(&upto).await?;
+                    }
                     if !self.in_tx && self.checkpoint_due() {
                         self.checkpoint().await?;
                         waiting_since = Instant::now();
                     }
+                    if let Some(head) = &stop_at {
+                        if !self.in_tx && self.position() >= *head && self.snapshot_done() {
+                            self.checkpoint().await?;
+                            info!(head = %head, "caught up with the binlog head at start");
+                            return Ok(());
+                        }
+                    }
+                    continue;
+                }
+                msg = snapshot::SnapshotRun::next(&mut self.snapshot) => {
+                    self.on_snapshot_message(msg, true).await?;
+                    waiting_since = Instant::now();
                     continue;
                 }
                 changed = shutdown.changed(), if stopping.is_none() => {
@@ -633,7 +694,7 @@ impl Pipeline<'_> {
                 }
             }
             if let Some(head) = &stop_at {
-                if !self.in_tx && self.position() >= *head {
+                if !self.in_tx && self.position() >= *head && self.snapshot_done() {
                     self.checkpoint().await?;
                     info!(head = %head, "caught up with the binlog head at start");
                     return Ok(());
@@ -701,6 +762,10 @@ impl Pipeline<'_> {
         self.tx_ddl = false;
         self.tx_sql = None;
         self.stats.zero_dates = 0;
+        self.read_to = self.position();
+        if let Some(run) = self.snapshot.as_mut() {
+            run.restart(self.committed.as_ref().and_then(|m| m.snapshot.clone()));
+        }
         let by_gtid = match self.config.source.resume {
             Resume::Position => false,
             Resume::Auto | Resume::Gtid => self.server.gtid && !self.gtid_state.is_empty(),
@@ -710,6 +775,11 @@ impl Pipeline<'_> {
         } else {
             StreamStart::Position(self.position())
         }
+    }
+
+    /// No snapshot, or every table's snapshot is in the lake's buffers.
+    fn snapshot_done(&self) -> bool {
+        self.snapshot.as_ref().is_none_or(|s| s.done())
     }
 
     fn position(&self) -> BinlogPosition {
@@ -730,6 +800,10 @@ impl Pipeline<'_> {
             || self.buffers.values().any(|b| b.rows() > 0)
             || self.committed.as_ref().map(|m| &m.cursor) != Some(&self.cursor)
             || !self.xa_done.is_empty()
+            || self
+                .snapshot
+                .as_ref()
+                .is_some_and(|s| s.has_buffered_rows())
     }
 
     /// Handles one event; returns true at a transaction boundary.
@@ -737,6 +811,48 @@ impl Pipeline<'_> {
         let header = event.header();
         let end = header.log_pos() as u64;
         let start = end.saturating_sub(header.event_size() as u64);
+        let ty = header.event_type_raw();
+        // Artificial events (the opening rotate, heartbeats) sit nowhere.
+        let real = end > 0 && ty != et::HEARTBEAT && ty != et::HEARTBEAT_V2;
+        if real && !self.in_tx && self.snapshot.as_ref().is_some_and(|s| s.has_waiting()) {
+            let here = BinlogPosition {
+                file: self.file.clone(),
+                pos: start,
+            };
+            self.place_chunks(&here).await?;
+        }
+        let boundary = self.handle_event(event, start, end, saw_fde).await?;
+        if real {
+            if ty == et::ROTATE || self.read_to.file != self.file {
+                // A new file; a stream resumed inside it (by GTID) reads
+                // from the cursor on, whatever its header events say.
+                let resumed = match self.cursor.file == self.file {
+                    true => self.cursor.pos,
+                    false => 4,
+                };
+                self.read_to = BinlogPosition {
+                    file: self.file.clone(),
+                    pos: if ty == et::ROTATE {
+                        4
+                    } else {
+                        end.max(resumed)
+                    },
+                };
+            } else if end > self.read_to.pos {
+                self.read_to.pos = end;
+            }
+        }
+        Ok(boundary)
+    }
+
+    async fn handle_event(
+        &mut self,
+        event: &Event,
+        start: u64,
+        end: u64,
+        saw_fde: &mut bool,
+    ) -> Result<bool> {
+        let header = event.header();
         if header.event_type_raw() == et::TRANSACTION_PAYLOAD {
             // MySQL binlog transaction compression: the inner events have no
             // positions of their own; they all sit at the payload's.
@@ -1184,13 +1300,22 @@ impl Pipeline<'_> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let arrow = batch.get_array_memory_size();
-        debug!(table = %table.qualified_name(), estimate, arrow, rows = batch.num_rows(), "flushing a buffer");
+        debug!(table = %table.qualified_name(), estimate, rows = batch.num_rows(), "flushing a buffer");
+        self.write_batch(table, batch, self.xa_active)
+    }
+
+    /// Encodes and uploads one batch in the background as a pending file
+    /// (or a held file of a prepared XA transaction).
+    fn write_batch(
+        &mut self,
+        table: Arc<TableSchema>,
+        batch: RecordBatch,
+        held: bool,
+    ) -> Result<()> {
         // What the batch holds, plus the encoder's compressed pages of the
         // row group and the file's bytes: each up to a quarter of the batch
         // with zstd on these tables.
-        let bytes = arrow * 3 / 2;
-        let held = self.xa_active;
+        let bytes = batch.get_array_memory_size() * 3 / 2;
         let path = if held {
             self.xa_counter += 1;
             xa::held_file_path(
@@ -1483,6 +1608,9 @@ impl Pipeline<'_> {
     /// Flushes every buffer and commits a manifest at the current cursor.
     /// Only called at a transaction boundary.
     async fn checkpoint(&mut self) -> Result<()> {
+        // Whole snapshot chunks only: wait for rows of chunks already placed.
+        self.await_reserved_chunks().await?;
+        self.flush_snapshot_buffers(true).await?;
         let names: Vec<String> = self.buffers.keys().cloned().collect();
         for name in names {
             self.start_flush(&name)?;
@@ -1503,8 +1631,13 @@ impl Pipeline<'_> {
         for f in &self.pending {
             *totals.entry(f.table.clone()).or_default() += f.rows;
         }
+        let snapshot = self.snapshot.as_ref().map(|r| r.progress.clone());
         let manifest = Manifest {
-            format: commit::FORMAT,
+            format: match snapshot {
+                Some(_) => commit::FORMAT_SNAPSHOT,
+                None => commit::FORMAT,
+            },
+            snapshot,
             seq: self.next_manifest_seq(),
             committed_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             writer: Writer {

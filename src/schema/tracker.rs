@@ -245,7 +245,7 @@ impl SchemaTracker {
     }
 
     /// The shape in force for `t`, turning a provisional bootstrap into a version.
-    fn shape(&mut self, t: &TableName) -> Result<Option<Arc<TableSchema>>> {
+    pub fn shape(&mut self, t: &TableName) -> Result<Option<Arc<TableSchema>>> {
         if let Some(s) = self.current.get(t) {
             return Ok(Some(Arc::clone(s)));
         }

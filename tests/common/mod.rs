@@ -513,6 +513,10 @@ pub struct Sluice {
     pub extra_sink: String,
     /// Environment variables of the sluice process (e.g. `AWS_ENDPOINT_URL`).
     pub env: Vec<(String, String)>,
+    /// Raw TOML lines of `[snapshot]`. The harness turns the initial
+    /// snapshot off (`mode = "never"`) unless a test sets them: most tests
+    /// check the stream from a start position.
+    pub snapshot: String,
     /// Raw TOML appended at the end of the file (new sections).
     pub extra: String,
     pub rust_log: String,
@@ -565,6 +569,7 @@ impl Sluice {
             extra_flush: String::new(),
             extra_sink: String::new(),
             env: Vec::new(),
+            snapshot: "mode = \"never\"".to_owned(),
             extra: String::new(),
             rust_log: std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
             timeout: Duration::from_secs(300),
@@ -607,6 +612,8 @@ impl Sluice {
              max_buffer_bytes = \"{mbb}\"\n\
              interval = \"{interval}\"\n\
              {extra_flush}\n\
+             [snapshot]\n\
+             {snapshot}\n\
              {extra}\n",
             // An empty url leaves it out (offline replay from binlog_dir alone).
             url = if self.url.is_empty() {
@@ -624,6 +631,7 @@ impl Sluice {
             mbb = self.max_buffer_bytes,
             interval = self.interval,
             extra_flush = self.extra_flush,
+            snapshot = self.snapshot,
             extra = self.extra,
         )
     }
@@ -1023,7 +1031,15 @@ impl Lake {
                 errors.is_empty(),
                 "{name} violates manifest.schema.json: {errors:#?}\n{text}"
             );
-            assert_eq!(manifest["format"], 1, "{name}: format");
+            let format = if manifest.get("snapshot").is_some() {
+                2
+            } else {
+                1
+            };
+            assert_eq!(
+                manifest["format"], format,
+                "{name}: format (2 with snapshot state)"
+            );
             assert_eq!(
                 manifest["seq"].as_u64(),
                 Some(expected_seq),

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Snapshot benchmark: sluice's initial snapshot of one wide table into
+# committed Parquet, side by side in one run with `mariadb-dump --tab` of the
+# same table (the C tool, writing text files) and `mariadb -e 'SELECT *'` to
+# /dev/null (what the protocol can deliver).
+#
+#   benches/snapshot.sh                  # ROWS=10000000 (about 15 minutes to load on 2 cores)
+#   ROWS=1000000 benches/snapshot.sh     # a quick look
+#
+# It starts a throwaway mariadbd (benches/lib.sh; never the machine's MariaDB
+# service), loads bench.wide (the e2e benchmark's wide mixed-type table) with
+# ROWS rows, then times each tool RUNS times on the idle server and reports
+# rows/s and the peak RSS (/usr/bin/time). sluice runs with its default
+# configuration (chunk_rows = 20000, max_buffer_bytes = 96MiB) and
+# `--until-caught-up`, which returns once the snapshot is committed.
+#
+# Knobs: ROWS, RUNS=1, SKIP_BUILD=1, SLUICE_BIN=PATH, KEEP=1, SLUICE_SNAPSHOT
+# (extra lines for the [snapshot] section, e.g. 'chunk_rows = 50000').
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+# shellcheck source=scripts/common.sh
+source scripts/common.sh
+# shellcheck source=benches/lib.sh
+source benches/lib.sh
+
+ROWS="${ROWS:-10000000}"
+RUNS="${RUNS:-1}"
+SLUICE_SNAPSHOT="${SLUICE_SNAPSHOT:-}"
+
+ensure_mariadb
+SLUICE="${SLUICE_BIN:-$ROOT/target/release/sluice}"
+if [ -z "${SLUICE_BIN:-}" ] && [ "${SKIP_BUILD:-0}" != 1 ]; then
+    banner "building sluice (cargo build --release)"
+    cargo build --release --bin sluice
+fi
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/sluice-snapbench-XXXXXX")"
+cleanup() {
+    server_stop
+    if [ "${KEEP:-0}" = 1 ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+server_start "$tmp"
+
+banner "loading bench.wide with $ROWS rows"
+sql <<SQL
+CREATE DATABASE bench;
+CREATE TABLE bench.wide (
+    id      INT NOT NULL PRIMARY KEY,
+    big     BIGINT UNSIGNED NOT NULL,
+    amount  DECIMAL(12,2) NOT NULL,
+    name    VARCHAR(64) NOT NULL,
+    created DATETIME(6) NOT NULL,
+    seen    TIMESTAMP NULL,
+    score   DOUBLE,
+    body    TEXT,
+    attrs   JSON,
+    status  ENUM('new','paid','shipped','cancelled','returned') NOT NULL
+) ENGINE=InnoDB;
+CREATE USER bench@'%' IDENTIFIED BY 'bench';
+GRANT SELECT, RELOAD, REPLICATION SLAVE, REPLICATION CLIENT, FILE ON *.* TO bench@'%';
+SQL
+load_started="$(date +%s)"
+step=1000000
+for ((from = 1; from <= ROWS; from += step)); do
+    to=$((from + step - 1))
+    [ "$to" -gt "$ROWS" ] && to="$ROWS"
+    sql bench <<SQL
+SET time_zone = '+00:00';
+INSERT INTO bench.wide
+SELECT seq,
+       CAST(CONV(LEFT(MD5(seq), 16), 16, 10) AS UNSIGNED),
+       (seq * 7919 % 100000000) / 100,
+       CONCAT('customer-', seq, '-', LEFT(SHA1(seq), 16)),
+       TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq SECOND + INTERVAL (seq * 7 % 1000000) MICROSECOND,
+       FROM_UNIXTIME(1700000000 + seq),
+       SQRT(seq) * 1000.125,
+       CONCAT(REPEAT(MD5(seq), 6), LEFT(SHA1(seq), 8)),
+       JSON_OBJECT('id', seq, 'sku', CONCAT('SKU-', seq % 5000), 'qty', seq % 17,
+                   'tags', JSON_ARRAY('red', 'blue', seq % 3)),
+       ELT(1 + seq % 4, 'new', 'paid', 'shipped', 'cancelled')
+FROM seq_${from}_to_${to};
+SQL
+done
+echo "loaded in $(($(date +%s) - load_started)) s"
+sql -e "ANALYZE TABLE bench.wide" >/dev/null
+
+results="$tmp/results.tsv"
+: >"$results"
+# timed NAME COMMAND...: wall seconds and peak RSS (KiB) of one run.
+timed() {
+    local name="$1"
+    shift
+    local t0 t1
+    t0="$(date +%s.%N)"
+    /usr/bin/time -f '%M' -o "$tmp/rss" "$@"
+    t1="$(date +%s.%N)"
+    printf '%s\t%s\t%s\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$(cat "$tmp/rss")" >>"$results"
+}
+
+for run in $(seq 1 "$RUNS"); do
+    banner "run $run: mariadb -e 'SELECT * FROM bench.wide' > /dev/null"
+    timed select sql -N -B -e 'SELECT * FROM bench.wide' >/dev/null
+
+    banner "run $run: mariadb-dump --tab"
+    rm -rf "$tmp/tab" && mkdir -p "$tmp/tab" && chmod 777 "$tmp/tab"
+    timed dump_tab mariadb-dump --no-defaults --socket="$SOCK" -uroot --tab="$tmp/tab" bench wide
+
+    banner "run $run: sluice (initial snapshot into a fresh local lake)"
+    rm -rf "$tmp/lake" "$tmp/state"
+    read -r file pos _ < <(sql -N -B -e 'SHOW MASTER STATUS')
+    cat >"$tmp/sluice.toml" <<TOML
+[source]
+url = "mysql://bench@127.0.0.1:$PORT"
+server_id = 5401
+start = { file = "$file", pos = $pos }
+[filter]
+include = ['bench\.wide']
+[sink]
+url = "$tmp/lake"
+[state]
+dir = "$tmp/state"
+[snapshot]
+mode = "initial"
+$SLUICE_SNAPSHOT
+TOML
+    SLUICE_SOURCE_PASSWORD=bench RUST_LOG=warn timed sluice "$SLUICE" run --config "$tmp/sluice.toml" --until-caught-up
+    committed="$(SLUICE_SOURCE_PASSWORD=bench "$SLUICE" status --config "$tmp/sluice.toml" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"]["bench.wide"]["rows"])')"
+    if [ "$committed" != "$ROWS" ]; then
+        echo "error: sluice committed $committed snapshot rows, the table has $ROWS" >&2
+        exit 1
+    fi
+done
+
+banner "results ($ROWS rows, median of $RUNS)"
+python3 - "$results" "$ROWS" <<'PY'
+import statistics, sys
+rows = int(sys.argv[2])
+runs = {}
+for line in open(sys.argv[1]):
+    name, secs, rss = line.split("\t")
+    runs.setdefault(name, []).append((float(secs), int(rss)))
+print("| tool | seconds | rows/s | peak RSS MiB |")
+print("|---|---|---|---|")
+for name in ("select", "dump_tab", "sluice"):
+    if name not in runs:
+        continue
+    secs = statistics.median(s for s, _ in runs[name])
+    rss = max(r for _, r in runs[name]) / 1024
+    print(f"| {name} | {secs:.1f} | {rows / secs:,.0f} | {rss:.0f} |")
+PY

@@ -1,0 +1,463 @@
+//! The pipeline's side of the initial snapshot: announced chunks wait for the
+//! stream to reach their position and are placed there (see `crate::snapshot`).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info};
+
+use super::Pipeline;
+use crate::batch;
+use crate::config::SourceConfig;
+use crate::error::{Error, Result};
+use crate::schema::TableSchema;
+use crate::snapshot::reader::{self, Work};
+use crate::snapshot::{ChunkId, ChunkRows, Message, Reply, SnapshotProgress, SnapshotState};
+use crate::source::BinlogPosition;
+
+/// How often `run` logs a table's snapshot progress.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A running snapshot: the reader's messages and the chunks on their way
+/// into the stream.
+pub(super) struct SnapshotRun {
+    rx: mpsc::Receiver<Message>,
+    task: tokio::task::JoinHandle<()>,
+    /// Announced chunks whose position the stream has not reached, in order.
+    waiting: VecDeque<Waiting>,
+    /// Chunks placed before their rows arrived: the `_seq` range and `_tx_seq`
+    /// kept for them.
+    reserved: HashMap<ChunkId, Reserved>,
+    /// Every table's snapshot as placed so far.
+    pub progress: SnapshotProgress,
+    /// Placed snapshot rows per table, not yet written out.
+    buffers: BTreeMap<String, SnapshotBuffer>,
+    /// The reader has read every table.
+    finished: bool,
+    last_progress_log: std::time::Instant,
+    spawn: SpawnArgs,
+}
+
+#[derive(Clone)]
+pub(super) struct SpawnArgs {
+    pub source: SourceConfig,
+    pub server_id: u32,
+    pub chunk_rows: usize,
+    /// The plan a new lake started with.
+    pub initial: SnapshotProgress,
+}
+
+struct Waiting {
+    chunk: ChunkId,
+    table: String,
+    at: BinlogPosition,
+    keyless: bool,
+    reply: oneshot::Sender<Reply>,
+}
+
+struct Reserved {
+    shape: Arc<TableSchema>,
+    /// The next `_seq` of the chunk's rows.
+    seq: i64,
+    /// The end of the range kept for a keyed chunk.
+    limit: Option<i64>,
+    tx_seq: i64,
+    at: BinlogPosition,
+}
+
+pub(super) struct SnapshotBuffer {
+    pub shape: Arc<TableSchema>,
+    pub batches: Vec<RecordBatch>,
+    pub rows: usize,
+    pub bytes: usize,
+}
+
+impl Drop for SnapshotRun {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl SnapshotRun {
+    /// Starts a reader for the tables of `progress` that are not done.
+    pub fn start(progress: SnapshotProgress, spawn: SpawnArgs) -> Self {
+        let work: Vec<Work> = progress
+            .iter()
+            .filter(|(_, t)| !t.done())
+            .map(|(table, t)| Work {
+                table: table.clone(),
+                after: t.last_key.clone(),
+            })
+            .collect();
+        let (tx, rx) = mpsc::channel(4);
+        let task = reader::spawn(
+            spawn.source.clone(),
+            spawn.server_id,
+            spawn.chunk_rows,
+            work,
+            tx,
+        );
+        SnapshotRun {
+            rx,
+            task,
+            waiting: VecDeque::new(),
+            reserved: HashMap::new(),
+            progress,
+            buffers: BTreeMap::new(),
+            finished: false,
+            last_progress_log: std::time::Instant::now(),
+            spawn,
+        }
+    }
+
+    /// The next message of the reader; never resolves once it has finished.
+    pub async fn next(run: &mut Option<SnapshotRun>) -> Message {
+        match run {
+            Some(r) if !r.finished => match r.rx.recv().await {
+                Some(m) => m,
+                None => Message::Failed(Error::Connection(
+                    "the snapshot reader ended without a word".into(),
+                )),
+            },
+            _ => std::future::pending().await,
+        }
+    }
+
+    /// Every table's snapshot is done and every chunk is in the lake's buffers.
+    pub fn done(&self) -> bool {
+        self.progress.values().all(|t| t.done()) && self.reserved.is_empty()
+    }
+
+    pub fn has_waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    pub fn has_buffered_rows(&self) -> bool {
+        self.buffers.values().any(|b| b.rows > 0)
+    }
+
+    /// Starts over from the committed state (a retry from the last
+    /// checkpoint): the newest manifest's, or the plan of a new lake.
+    pub fn restart(&mut self, committed: Option<SnapshotProgress>) {
+        let progress = committed.unwrap_or_else(|| self.spawn.initial.clone());
+        *self = SnapshotRun::start(progress, self.spawn.clone());
+    }
+
+    pub fn take_buffer(&mut self, table: &str) -> Option<SnapshotBuffer> {
+        self.buffers.remove(table)
+    }
+}
+
+impl Pipeline<'_> {
+    /// Handles one message of the snapshot reader. Chunks whose position the
+    /// stream has reached are placed when `place` is set (not while a
+    /// checkpoint waits for rows: it would never end on an idle stream).
+    pub(super) async fn on_snapshot_message(&mut self, msg: Message, place: bool) -> Result<()> {
+        let Some(run) = self.snapshot.as_mut() else {
+            return Ok(());
+        };
+        match msg {
+            Message::Announce {
+                chunk,
+                table,
+                at,
+                keyless,
+                reply,
+            } => {
+                if at < self.read_to {
+                    // Events after the read's position already have their
+                    // `_seq`: the chunk cannot go there any more.
+                    let _ = reply.send(Reply::TooLate);
+                    return Ok(());
+                }
+                run.waiting.push_back(Waiting {
+                    chunk,
+                    table,
+                    at,
+                    keyless,
+                    reply,
+                });
+                if place && !self.in_tx {
+                    let upto = self.read_to.clone();
+                    self.place_chunks(&upto).await?;
+                }
+            }
+            Message::Rows(rows) => {
+                self.fill_chunk(rows)?;
+                self.flush_snapshot_buffers(false).await?;
+            }
+            Message::Abandoned { chunk } => {
+                // Its reserved `_seq` range stays empty.
+                run.reserved.remove(&chunk);
+            }
+            Message::Gone { table } => {
+                if let Some(t) = run.progress.get_mut(&table) {
+                    finish_table(t);
+                }
+            }
+            Message::Finished => {
+                run.finished = true;
+                info!("initial snapshot: every table is read");
+            }
+            Message::Failed(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Places every waiting chunk whose position is at or before `upto`
+    /// (the start of the next event, or what the stream has read when idle).
+    /// Only called between transactions.
+    pub(super) async fn place_chunks(&mut self, upto: &BinlogPosition) -> Result<()> {
+        loop {
+            let Some(run) = self.snapshot.as_mut() else {
+                return Ok(());
+            };
+            if run.waiting.front().is_none_or(|w| w.at > *upto) {
+                return Ok(());
+            }
+            let w = run.waiting.pop_front().expect("checked above");
+            let (db, name) = w.table.split_once('.').unwrap_or((&w.table, ""));
+            let key = (db.to_string(), name.to_string());
+            let shape = if self.tracker.captures(&key) {
+                self.tracker.shape(&key)?
+            } else {
+                None
+            };
+            let Some(shape) = shape else {
+                info!(table = %w.table, at = %w.at, "the table is gone before its snapshot chunk: its snapshot ends");
+                if let Some(t) = run.progress.get_mut(&w.table) {
+                    finish_table(t);
+                }
+                let _ = w.reply.send(Reply::Skip);
+                continue;
+            };
+            let t = run
+                .progress
+                .entry(w.table.clone())
+                .or_insert_with(|| crate::snapshot::TableSnapshot::new(0));
+            if t.started_at.is_none() {
+                t.started_at = Some(now());
+            }
+            let tx_seq = self.next_tx_seq;
+            self.next_tx_seq += 1;
+            let seq = self.next_seq;
+            debug!(table = %w.table, at = %w.at, seq, tx_seq, "snapshot chunk placed");
+            let chunk_rows = self.snapshot_chunk_rows() as i64;
+            let reserved = Reserved {
+                shape: Arc::clone(&shape),
+                seq,
+                limit: (!w.keyless).then_some(seq + chunk_rows),
+                tx_seq,
+                at: w.at.clone(),
+            };
+            if w.keyless {
+                let Some(run) = self.snapshot.as_mut() else {
+                    return Ok(());
+                };
+                run.reserved.insert(w.chunk, reserved);
+                let _ = w.reply.send(Reply::Accept { shape });
+                self.take_keyless_read(w.chunk).await?;
+            } else {
+                // The rows come later; the stream goes on meanwhile, after
+                // the range kept for them.
+                self.next_seq += chunk_rows;
+                let Some(run) = self.snapshot.as_mut() else {
+                    return Ok(());
+                };
+                run.reserved.insert(w.chunk, reserved);
+                let _ = w.reply.send(Reply::Accept { shape });
+            }
+            // The cursor sits at this boundary: its counters move past the chunk.
+            self.cursor.next_seq = self.next_seq;
+            self.cursor.next_tx_seq = self.next_tx_seq;
+        }
+    }
+
+    fn snapshot_chunk_rows(&self) -> usize {
+        self.snapshot.as_ref().map_or(0, |r| r.spawn.chunk_rows)
+    }
+
+    /// A table without a usable key is read in one consistent read: its rows
+    /// are taken in here as they come, spilled through the flush policy like
+    /// a huge transaction's.
+    async fn take_keyless_read(&mut self, chunk: ChunkId) -> Result<()> {
+        loop {
+            let Some(run) = self.snapshot.as_mut() else {
+                return Ok(());
+            };
+            let msg = run.rx.recv().await.ok_or_else(|| {
+                Error::Connection("the snapshot reader ended during a read".into())
+            })?;
+            match msg {
+                Message::Rows(rows) if rows.chunk == chunk => {
+                    let last = rows.last_part;
+                    self.next_seq += rows.rows as i64;
+                    self.fill_chunk(rows)?;
+                    self.flush_snapshot_buffers(false).await?;
+                    self.apply_memory_limits().await?;
+                    if last {
+                        return Ok(());
+                    }
+                }
+                Message::Failed(e) => return Err(e),
+                Message::Gone { .. } | Message::Abandoned { .. } => {
+                    // The table went away during the read: nothing more comes.
+                    if let Some(run) = self.snapshot.as_mut() {
+                        run.reserved.remove(&chunk);
+                    }
+                    return Ok(());
+                }
+                _ => {
+                    return Err(Error::Connection(
+                        "the snapshot reader broke the keyless read's order".into(),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The rows of a placed chunk take the `_seq` values kept for them.
+    fn fill_chunk(&mut self, rows: ChunkRows) -> Result<()> {
+        let Some(run) = self.snapshot.as_mut() else {
+            return Ok(());
+        };
+        let Some(r) = run.reserved.get_mut(&rows.chunk) else {
+            // A chunk of a reader that was replaced (a retry): dropped.
+            debug!(
+                chunk = rows.chunk,
+                "rows of an unknown snapshot chunk dropped"
+            );
+            return Ok(());
+        };
+        if r.limit.is_some_and(|end| r.seq + rows.rows as i64 > end) {
+            return Err(Error::Snapshot {
+                table: rows.table,
+                message: format!("a chunk brought {} rows, more than chunk_rows", rows.rows),
+            });
+        }
+        let batch = batch::snapshot_batch(
+            &r.shape,
+            rows.columns,
+            r.seq,
+            r.tx_seq,
+            (&r.at.file, r.at.pos),
+            rows.read_at_ms,
+        )?;
+        r.seq += rows.rows as i64;
+        let shape = Arc::clone(&r.shape);
+        if rows.last_part {
+            run.reserved.remove(&rows.chunk);
+        }
+        let t = run
+            .progress
+            .entry(rows.table.clone())
+            .or_insert_with(|| crate::snapshot::TableSnapshot::new(0));
+        t.rows += rows.rows as u64;
+        if rows.last_part {
+            t.chunks += 1;
+            t.last_key = rows.last_key;
+        }
+        if rows.last_chunk && rows.last_part {
+            finish_table(t);
+            info!(table = %rows.table, rows = t.rows, chunks = t.chunks, "snapshot of a table is done");
+        } else if run.last_progress_log.elapsed() >= PROGRESS_EVERY {
+            run.last_progress_log = std::time::Instant::now();
+            let (rate, eta) = t.rate_and_eta(chrono::Utc::now());
+            info!(
+                table = %rows.table,
+                rows = t.rows,
+                estimated = t.estimated_rows,
+                rows_per_second = rate.unwrap_or(0.0) as u64,
+                eta_seconds = eta.map(|e| e as u64),
+                "snapshot progress"
+            );
+        }
+        self.stats.zero_dates += rows.zero_dates;
+        // One file never mixes schema versions (a DDL between two chunks).
+        if run
+            .buffers
+            .get(&rows.table)
+            .is_some_and(|b| b.shape.version != shape.version)
+        {
+            if let Some(stale) = run.buffers.remove(&rows.table) {
+                self.write_snapshot_buffer(stale)?;
+            }
+        }
+        let Some(run) = self.snapshot.as_mut() else {
+            return Ok(());
+        };
+        let buffer = run
+            .buffers
+            .entry(rows.table)
+            .or_insert_with(|| SnapshotBuffer {
+                shape: Arc::clone(&shape),
+                batches: Vec::new(),
+                rows: 0,
+                bytes: 0,
+            });
+        buffer.rows += batch.num_rows();
+        buffer.bytes += batch.get_array_memory_size();
+        buffer.batches.push(batch);
+        Ok(())
+    }
+
+    /// A checkpoint commits whole chunks only: it waits for the rows of
+    /// chunks placed before it.
+    pub(super) async fn await_reserved_chunks(&mut self) -> Result<()> {
+        while self
+            .snapshot
+            .as_ref()
+            .is_some_and(|r| !r.reserved.is_empty())
+        {
+            let msg = SnapshotRun::next(&mut self.snapshot).await;
+            self.on_snapshot_message(msg, false).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes snapshot buffers out as pending files: all of them, or those
+    /// past the flush policy's limits.
+    pub(super) async fn flush_snapshot_buffers(&mut self, all: bool) -> Result<()> {
+        let limit = self.config.flush.max_buffer_bytes / 4;
+        let max_rows = self.config.flush.max_rows;
+        let Some(run) = self.snapshot.as_mut() else {
+            return Ok(());
+        };
+        let names: Vec<String> = run
+            .buffers
+            .iter()
+            .filter(|(_, b)| b.rows > 0 && (all || b.rows >= max_rows || b.bytes >= limit))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for name in names {
+            let Some(buffer) = self.snapshot.as_mut().and_then(|r| r.take_buffer(&name)) else {
+                continue;
+            };
+            self.write_snapshot_buffer(buffer)?;
+        }
+        Ok(())
+    }
+}
+
+impl Pipeline<'_> {
+    fn write_snapshot_buffer(&mut self, buffer: SnapshotBuffer) -> Result<()> {
+        if buffer.batches.is_empty() {
+            return Ok(());
+        }
+        let batch = arrow::compute::concat_batches(&buffer.batches[0].schema(), &buffer.batches)?;
+        self.write_batch(buffer.shape, batch, false)
+    }
+}
+
+fn finish_table(t: &mut crate::snapshot::TableSnapshot) {
+    if t.state != SnapshotState::Done {
+        t.state = SnapshotState::Done;
+        t.done_at = Some(now());
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

@@ -1,0 +1,640 @@
+//! The snapshot reader: one connection of its own, one table after another,
+//! one consistent read per chunk (see the module above for the protocol).
+
+use std::sync::Arc;
+
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Value};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info};
+
+use super::values::ChunkBuilder;
+use super::{ChunkId, ChunkRows, KeyValue, Message, Reply};
+use crate::config::SourceConfig;
+use crate::error::{Error, Result};
+use crate::schema::{ColumnKind, TableSchema};
+use crate::source::{self, BinlogPosition};
+
+/// A table the reader is to read, and where its committed snapshot ended.
+#[derive(Debug, Clone)]
+pub struct Work {
+    pub table: String,
+    pub after: Option<Vec<KeyValue>>,
+}
+
+/// A key column and how its values are read and bound.
+#[derive(Debug, Clone)]
+struct KeyColumn {
+    name: String,
+    /// Charset and collation of a text column: bound bytes are compared in them.
+    collation: Option<(String, String)>,
+    /// ENUM, SET and BIT keys compare by number.
+    numeric: bool,
+    /// DECIMAL(p,s): bound as its text, cast.
+    decimal: Option<(u8, u8)>,
+    /// A binary string: bound as its bytes.
+    binary: bool,
+}
+
+/// Starts the reader; it reports through `to_pipeline` and ends with
+/// `Finished` or `Failed`.
+pub fn spawn(
+    source: SourceConfig,
+    server_id: u32,
+    chunk_rows: usize,
+    work: Vec<Work>,
+    to_pipeline: mpsc::Sender<Message>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let tx = to_pipeline.clone();
+        let mut reader = Reader {
+            tx: to_pipeline,
+            chunk_rows,
+            next_chunk: 0,
+        };
+        let outcome = reader.read_all(&source, server_id, work).await;
+        let last = match outcome {
+            Ok(()) => Message::Finished,
+            Err(e) => Message::Failed(e),
+        };
+        // The pipeline may be gone (shutdown): nothing to tell then.
+        let _ = tx.send(last).await;
+    })
+}
+
+struct Reader {
+    tx: mpsc::Sender<Message>,
+    chunk_rows: usize,
+    next_chunk: ChunkId,
+}
+
+/// Why reading stops early.
+enum Halt {
+    /// The pipeline stopped listening (shutdown, or a retry that starts a
+    /// new reader): the reader ends quietly.
+    Stopped,
+    Failed(Error),
+}
+
+impl From<Error> for Halt {
+    fn from(e: Error) -> Self {
+        Halt::Failed(e)
+    }
+}
+
+impl Reader {
+    async fn read_all(
+        &mut self,
+        cfg: &SourceConfig,
+        server_id: u32,
+        work: Vec<Work>,
+    ) -> Result<()> {
+        if work.is_empty() {
+            return Ok(());
+        }
+        let mut conn = source::connect(cfg).await?;
+        prepare_session(&mut conn, server_id).await?;
+        for w in work {
+            match self.read_table(&mut conn, w).await {
+                Ok(()) => {}
+                Err(Halt::Stopped) => return Ok(()),
+                Err(Halt::Failed(e)) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    async fn send(&self, m: Message) -> Result<(), Halt> {
+        self.tx.send(m).await.map_err(|_| Halt::Stopped)
+    }
+
+    async fn read_table(&mut self, conn: &mut Conn, w: Work) -> Result<(), Halt> {
+        let table = w.table.as_str();
+        let (db, name) = table.split_once('.').ok_or_else(|| Error::Snapshot {
+            table: table.to_string(),
+            message: "not a db.table name".into(),
+        })?;
+        let key = key_columns(conn, db, name).await?;
+        match &key {
+            Some(k) => {
+                let names: Vec<&str> = k.iter().map(|c| c.name.as_str()).collect();
+                info!(%table, key = %names.join(","), "snapshot of a table begins")
+            }
+            None => info!(%table, "snapshot of a table without a usable key: one consistent read"),
+        }
+        let mut after = w.after;
+        let mut retries = 0u32;
+        loop {
+            self.next_chunk += 1;
+            let chunk = self.next_chunk;
+            let sql = |e: mysql_async::Error| Halt::Failed(server_error(table, e));
+            conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                .await
+                .map_err(sql)?;
+            let at = snapshot_position(conn).await?;
+            let read_at_ms = chrono::Utc::now().timestamp_millis();
+            let (reply_tx, reply_rx) = oneshot::channel();
+            self.send(Message::Announce {
+                chunk,
+                table: table.to_string(),
+                at: at.clone(),
+                keyless: key.is_none(),
+                reply: reply_tx,
+            })
+            .await?;
+            let shape = match reply_rx.await.map_err(|_| Halt::Stopped)? {
+                Reply::Accept { shape } => shape,
+                Reply::TooLate => {
+                    conn.query_drop("ROLLBACK").await.map_err(sql)?;
+                    retries += 1;
+                    debug!(%table, %at, retries, "the stream passed the chunk's position; reading again");
+                    continue;
+                }
+                Reply::Skip => {
+                    conn.query_drop("ROLLBACK").await.map_err(sql)?;
+                    return Ok(());
+                }
+            };
+            let read = match &key {
+                Some(key) => {
+                    self.read_chunk(
+                        conn,
+                        chunk,
+                        table,
+                        &shape,
+                        key,
+                        after.as_deref(),
+                        read_at_ms,
+                    )
+                    .await
+                }
+                None => {
+                    self.read_keyless(conn, chunk, table, &shape, read_at_ms)
+                        .await
+                }
+            };
+            match read {
+                Ok(end) => {
+                    conn.query_drop("COMMIT").await.map_err(sql)?;
+                    if end.last {
+                        return Ok(());
+                    }
+                    after = end.last_key;
+                }
+                Err(ReadError::Stopped) => return Err(Halt::Stopped),
+                Err(e) => {
+                    let _ = conn.query_drop("ROLLBACK").await;
+                    match (redo_reason(&e), &key) {
+                        (Some(Redo::Again), Some(_)) => {
+                            debug!(%table, error = %e, "the table changed under the chunk; reading it again");
+                            self.send(Message::Abandoned { chunk }).await?;
+                        }
+                        // Part of a keyless read is already in the pipeline:
+                        // a retry from the last checkpoint reads it again whole.
+                        (Some(Redo::Again), None) => {
+                            return Err(Halt::Failed(Error::Connection(format!(
+                                "the table {table} changed during its one consistent read ({e}); reading it again"
+                            ))))
+                        }
+                        (Some(Redo::Gone), _) => {
+                            info!(%table, "the table is gone: its snapshot ends");
+                            self.send(Message::Abandoned { chunk }).await?;
+                            self.send(Message::Gone { table: table.to_string() }).await?;
+                            return Ok(());
+                        }
+                        (None, _) => {
+                            return Err(Halt::Failed(match e {
+                                ReadError::Server(e) => server_error(table, e),
+                                other => Error::Snapshot {
+                                    table: table.to_string(),
+                                    message: other.to_string(),
+                                },
+                            }))
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn read_chunk(
+        &mut self,
+        conn: &mut Conn,
+        chunk: ChunkId,
+        table: &str,
+        shape: &Arc<TableSchema>,
+        key: &[KeyColumn],
+        after: Option<&[KeyValue]>,
+        read_at_ms: i64,
+    ) -> std::result::Result<ChunkEnd, ReadError> {
+        let (sql, params) = chunk_query(shape, key, after, self.chunk_rows)?;
+        let width = shape.columns.len();
+        let mut builder = ChunkBuilder::new(shape);
+        let mut last_key = None;
+        let mut result = conn.exec_iter(sql, params).await?;
+        while let Some(row) = result.next().await? {
+            let values = row.unwrap();
+            builder.push(&values[..width]).map_err(ReadError::Value)?;
+            last_key = Some(values[width..].to_vec());
+        }
+        drop(result);
+        let last_key = match last_key {
+            Some(values) => Some(
+                values
+                    .iter()
+                    .map(KeyValue::from_value)
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| ReadError::Value("a key column is NULL".into()))?,
+            ),
+            None => after.map(<[KeyValue]>::to_vec),
+        };
+        let last = builder.rows < self.chunk_rows;
+        debug!(%table, chunk, rows = builder.rows, ?last_key, "snapshot chunk read");
+        self.send_rows(
+            chunk,
+            table,
+            builder,
+            last_key.clone(),
+            last,
+            true,
+            read_at_ms,
+        )
+        .await?;
+        Ok(ChunkEnd { last_key, last })
+    }
+
+    async fn read_keyless(
+        &mut self,
+        conn: &mut Conn,
+        chunk: ChunkId,
+        table: &str,
+        shape: &Arc<TableSchema>,
+        read_at_ms: i64,
+    ) -> std::result::Result<ChunkEnd, ReadError> {
+        let sql = format!("SELECT {} FROM {}", select_list(shape), quoted_table(shape));
+        let mut result = conn.exec_iter(sql, ()).await?;
+        let mut builder = ChunkBuilder::new(shape);
+        while let Some(row) = result.next().await? {
+            builder.push(&row.unwrap()).map_err(ReadError::Value)?;
+            if builder.rows >= self.chunk_rows {
+                let full = std::mem::replace(&mut builder, ChunkBuilder::new(shape));
+                self.send_rows(chunk, table, full, None, false, false, read_at_ms)
+                    .await?;
+            }
+        }
+        drop(result);
+        self.send_rows(chunk, table, builder, None, true, true, read_at_ms)
+            .await?;
+        Ok(ChunkEnd {
+            last_key: None,
+            last: true,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn send_rows(
+        &mut self,
+        chunk: ChunkId,
+        table: &str,
+        builder: ChunkBuilder,
+        last_key: Option<Vec<KeyValue>>,
+        last_chunk: bool,
+        last_part: bool,
+        read_at_ms: i64,
+    ) -> std::result::Result<(), ReadError> {
+        let (rows, zero_dates, bytes) = (builder.rows, builder.zero_dates, builder.bytes);
+        let columns = builder.finish().map_err(ReadError::Value)?;
+        self.tx
+            .send(Message::Rows(ChunkRows {
+                chunk,
+                table: table.to_string(),
+                columns,
+                rows,
+                last_key,
+                last_chunk,
+                last_part,
+                zero_dates,
+                read_at_ms,
+                bytes,
+            }))
+            .await
+            .map_err(|_| ReadError::Stopped)
+    }
+}
+
+struct ChunkEnd {
+    last_key: Option<Vec<KeyValue>>,
+    last: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error("{0}")]
+    Server(#[from] mysql_async::Error),
+    #[error("{0}")]
+    Value(String),
+    #[error("the pipeline stopped")]
+    Stopped,
+}
+
+enum Redo {
+    /// The table's definition changed after the read began: read again.
+    Again,
+    /// The table no longer exists.
+    Gone,
+}
+
+fn redo_reason(e: &ReadError) -> Option<Redo> {
+    let ReadError::Server(mysql_async::Error::Server(s)) = e else {
+        return None;
+    };
+    match s.code {
+        // ER_TABLE_DEF_CHANGED; ER_BAD_FIELD_ERROR (a column of the shape is gone)
+        1412 | 1054 => Some(Redo::Again),
+        // ER_NO_SUCH_TABLE
+        1146 => Some(Redo::Gone),
+        _ => None,
+    }
+}
+
+/// A server error is definite (it refused the read); a lost connection is
+/// transient: the pipeline retries from its last checkpoint.
+fn server_error(table: &str, e: mysql_async::Error) -> Error {
+    match e {
+        mysql_async::Error::Server(s) => Error::Snapshot {
+            table: table.to_string(),
+            message: format!("the server refused the read: {s}"),
+        },
+        other => Error::Connection(format!("snapshot read of {table}: {other}")),
+    }
+}
+
+/// Session settings every chunk read relies on; checked, not assumed.
+async fn prepare_session(conn: &mut Conn, server_id: u32) -> Result<()> {
+    let q = |e: mysql_async::Error| Error::Preflight(format!("snapshot connection: {e}"));
+    for statement in [
+        "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        // TIMESTAMP values as UTC, strings as the bytes stored (decoded
+        // here by the binlog decoder's own charset rules).
+        "SET NAMES utf8mb4",
+        "SET time_zone = '+00:00', character_set_results = binary",
+    ] {
+        conn.query_drop(statement).await.map_err(q)?;
+    }
+    let (id, isolation): (u32, String) = conn
+        .query_first("SELECT @@server_id, @@session.tx_isolation")
+        .await
+        .map_err(q)?
+        .unwrap_or_default();
+    if id != server_id {
+        return Err(Error::Preflight(format!(
+            "the snapshot connection reached server_id {id}, the binlog stream server_id {server_id}: a proxy routes connections to different servers; point source.url at one server"
+        )));
+    }
+    if !isolation.eq_ignore_ascii_case("REPEATABLE-READ") {
+        return Err(Error::Preflight(format!(
+            "the snapshot connection runs at {isolation} although REPEATABLE READ was asked for: a consistent read needs it; check the server's or proxy's session settings"
+        )));
+    }
+    Ok(())
+}
+
+/// The binlog position of the consistent read just opened.
+async fn snapshot_position(conn: &mut Conn) -> Result<BinlogPosition> {
+    let rows: Vec<(String, Vec<u8>)> = conn
+        .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        .await
+        .map_err(|e| Error::Connection(format!("snapshot position: {e}")))?;
+    let get = |name: &str| {
+        rows.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    };
+    match (get("Binlog_snapshot_file"), get("Binlog_snapshot_position")) {
+        (Some(file), Some(pos)) if !file.is_empty() => Ok(BinlogPosition {
+            file,
+            pos: pos.parse().map_err(|_| Error::Preflight(format!("binlog_snapshot_position `{pos}` is not a number")))?,
+        }),
+        _ => Err(Error::Preflight(
+            "the server has no binlog_snapshot_file/binlog_snapshot_position (MySQL): a consistent snapshot cannot be placed in the stream; set [snapshot] mode = \"never\"".into(),
+        )),
+    }
+}
+
+/// Index name, column, data type, IS_NULLABLE, charset, collation.
+type KeyPart = (
+    String,
+    String,
+    Vec<u8>,
+    String,
+    Option<String>,
+    Option<String>,
+);
+
+/// Engine, row estimate, whether the engine has transactions, table type.
+type TableFacts = (Option<String>, Option<u64>, Option<String>, String);
+
+/// The primary key, else the first unique key whose columns are all NOT
+/// NULL; `None` when the table has neither.
+async fn key_columns(conn: &mut Conn, db: &str, table: &str) -> Result<Option<Vec<KeyColumn>>> {
+    let q = |e: mysql_async::Error| Error::Connection(format!("snapshot key of {db}.{table}: {e}"));
+    let rows: Vec<KeyPart> = conn
+        .exec(
+            "SELECT s.INDEX_NAME, s.COLUMN_NAME, CAST(c.DATA_TYPE AS BINARY), c.IS_NULLABLE, c.CHARACTER_SET_NAME, c.COLLATION_NAME \
+             FROM information_schema.STATISTICS s JOIN information_schema.COLUMNS c \
+               ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME \
+             WHERE s.TABLE_SCHEMA = ? AND s.TABLE_NAME = ? AND s.NON_UNIQUE = 0 AND s.SUB_PART IS NULL \
+             ORDER BY s.INDEX_NAME = 'PRIMARY' DESC, s.INDEX_NAME, s.SEQ_IN_INDEX",
+            (db, table),
+        )
+        .await
+        .map_err(q)?;
+    // Keys with a prefix part (SUB_PART) are left out above, so an index
+    // counts only when all its columns came through: compare with the
+    // index's column count.
+    let counts: Vec<(String, u64)> = conn
+        .exec(
+            "SELECT INDEX_NAME, COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 GROUP BY INDEX_NAME",
+            (db, table),
+        )
+        .await
+        .map_err(q)?;
+    let mut indexes: Vec<(String, Vec<KeyColumn>, bool)> = Vec::new();
+    for (index, column, data_type, nullable, charset, collation) in rows {
+        if indexes.last().is_none_or(|(i, _, _)| *i != index) {
+            indexes.push((index.clone(), Vec::new(), true));
+        }
+        let entry = indexes.last_mut().expect("pushed above");
+        entry.2 &= nullable == "NO";
+        let data_type = String::from_utf8_lossy(&data_type).to_ascii_lowercase();
+        let numeric = matches!(data_type.as_str(), "enum" | "set" | "bit");
+        entry.1.push(KeyColumn {
+            name: column,
+            collation: match (charset, collation) {
+                (Some(cs), Some(co)) if !numeric => Some((cs, co)),
+                _ => None,
+            },
+            numeric,
+            decimal: None,
+            binary: false,
+        });
+    }
+    let key = indexes.into_iter().find(|(index, cols, not_null)| {
+        *not_null
+            && counts
+                .iter()
+                .any(|(i, n)| i == index && *n as usize == cols.len())
+    });
+    Ok(key.map(|(_, cols, _)| cols))
+}
+
+fn quote(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+fn quoted_table(shape: &TableSchema) -> String {
+    format!("{}.{}", quote(&shape.database), quote(&shape.name))
+}
+
+fn select_list(shape: &TableSchema) -> String {
+    shape
+        .columns
+        .iter()
+        .map(|c| quote(&c.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The chunk's SELECT: the shape's columns, then the key's values as they
+/// are bound again, after `after` in key order. A composite key gets the
+/// predicate the server can seek on, `a > ? OR (a = ? AND b > ?)`, never the
+/// row constructor `(a, b) > (?, ?)` (a full index scan).
+fn chunk_query(
+    shape: &TableSchema,
+    key: &[KeyColumn],
+    after: Option<&[KeyValue]>,
+    limit: usize,
+) -> std::result::Result<(String, Vec<Value>), ReadError> {
+    let key: Vec<KeyColumn> = key
+        .iter()
+        .map(|k| {
+            let mut k = k.clone();
+            match shape
+                .columns
+                .iter()
+                .find(|c| c.name == k.name)
+                .map(|c| &c.kind)
+            {
+                Some(ColumnKind::Decimal { precision, scale }) => {
+                    k.decimal = Some((*precision, *scale))
+                }
+                Some(ColumnKind::Binary { .. }) => k.binary = true,
+                _ => {}
+            }
+            k
+        })
+        .collect();
+    let read_back = key
+        .iter()
+        .map(|k| match k.numeric {
+            true => format!("({} + 0)", quote(&k.name)),
+            false => quote(&k.name),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    // Bytes travel as hex text and are unhexed by the server: a string
+    // parameter is read in the connection's charset (utf8mb4), which would
+    // cut a latin1 or binary key at its first byte that is not UTF-8.
+    let bound = |k: &KeyColumn| match (&k.collation, k.decimal, k.binary) {
+        (Some((cs, co)), _, _) => format!("CONVERT(UNHEX(?) USING {cs}) COLLATE {co}"),
+        (None, Some((p, s)), _) => format!("CAST(UNHEX(?) AS DECIMAL({p},{s}))"),
+        (None, None, true) => "UNHEX(?)".to_string(),
+        _ => "?".to_string(),
+    };
+    let column = |k: &KeyColumn| quote(&k.name);
+    let mut params = Vec::new();
+    let predicate = match after {
+        None => String::new(),
+        Some(after) => {
+            if after.len() != key.len() {
+                return Err(ReadError::Value(format!(
+                    "the committed last key has {} values, the table's key {} columns",
+                    after.len(),
+                    key.len()
+                )));
+            }
+            let values: Vec<Value> = after.iter().map(KeyValue::to_param).collect();
+            let mut terms = Vec::new();
+            for i in 0..key.len() {
+                let mut parts = Vec::new();
+                for (k, v) in key.iter().zip(&values).take(i) {
+                    parts.push(format!("{} = {}", column(k), bound(k)));
+                    params.push(v.clone());
+                }
+                parts.push(format!("{} > {}", column(&key[i]), bound(&key[i])));
+                params.push(values[i].clone());
+                terms.push(format!("({})", parts.join(" AND ")));
+            }
+            format!(" WHERE {}", terms.join(" OR "))
+        }
+    };
+    let order = key
+        .iter()
+        .map(|k| quote(&k.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "SELECT {}, {read_back} FROM {}{predicate} ORDER BY {order} LIMIT {limit}",
+        select_list(shape),
+        quoted_table(shape),
+    );
+    Ok((sql, params))
+}
+
+/// The snapshot of a new lake: every captured table that exists, with the
+/// server's row estimate. A table a consistent read cannot cover (MyISAM,
+/// Aria: no transactions) is a definite error naming it and the ways out.
+pub async fn plan(
+    cfg: &SourceConfig,
+    tables: &[(String, String)],
+) -> Result<super::SnapshotProgress> {
+    let mut progress = super::SnapshotProgress::new();
+    if tables.is_empty() {
+        return Ok(progress);
+    }
+    let mut conn = source::connect(cfg).await?;
+    let q = |e: mysql_async::Error| Error::Preflight(format!("snapshot plan: {e}"));
+    for (db, name) in tables {
+        let row: Option<TableFacts> = conn
+            .exec_first(
+                "SELECT t.ENGINE, t.TABLE_ROWS, e.TRANSACTIONS, t.TABLE_TYPE FROM information_schema.TABLES t \
+                 LEFT JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE \
+                 WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ?",
+                (db, name),
+            )
+            .await
+            .map_err(q)?;
+        let Some((engine, estimate, transactions, kind)) = row else {
+            continue;
+        };
+        if kind != "BASE TABLE" && kind != "SYSTEM VERSIONED" {
+            continue;
+        }
+        if transactions.as_deref() != Some("YES") {
+            let engine = engine.unwrap_or_else(|| "unknown".into());
+            return Err(Error::Snapshot {
+                table: format!("{db}.{name}"),
+                message: format!(
+                    "engine {engine} has no transactions, so no consistent read can cover it; exclude the table ([filter] exclude), convert it (ALTER TABLE `{db}`.`{name}` ENGINE=InnoDB), or set [snapshot] mode = \"never\""
+                ),
+            });
+        }
+        progress.insert(
+            format!("{db}.{name}"),
+            super::TableSnapshot::new(estimate.unwrap_or(0)),
+        );
+    }
+    let _ = conn.disconnect().await;
+    Ok(progress)
+}

@@ -1,0 +1,573 @@
+//! The initial snapshot (DESIGN.md, "Initial snapshot"): a new lake starts
+//! with every captured table's rows, read in chunks while a writer changes
+//! the tables, and the replay by `_seq` equals the source.
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const CREATE: &str = "
+CREATE DATABASE shop;
+-- A composite key whose leading column is low-cardinality, case-insensitive
+-- and accented: chunks must follow the server's collation.
+CREATE TABLE shop.pairs (name VARCHAR(20) CHARACTER SET latin1 COLLATE latin1_german1_ci NOT NULL,
+                         n INT NOT NULL, v INT, note VARCHAR(40) CHARACTER SET utf8mb4,
+                         PRIMARY KEY (name, n));
+CREATE TABLE shop.items (id BIGINT PRIMARY KEY, qty INT NOT NULL, price DECIMAL(12,2),
+                         seen DATETIME(6), label TEXT);
+-- No primary key, a NOT NULL unique key: read along it.
+CREATE TABLE shop.coded (code CHAR(8) NOT NULL, payload VARCHAR(30), UNIQUE KEY (code));
+-- Only a nullable unique key: no usable key, one consistent read.
+CREATE TABLE shop.loose (id INT NULL, payload VARCHAR(30), UNIQUE KEY (id));
+-- No key at all.
+CREATE TABLE shop.bare (a INT, b VARCHAR(10));
+";
+
+const NAMES: [&str; 6] = ["Ä", "a", "Ö", "o", "Straße", "strasse"];
+
+fn fill(db: &MariaDb, rows: u64) {
+    db.sql(&format!(
+        "USE shop; INSERT INTO shop.items SELECT seq, seq % 17, seq / 7, '2024-01-01' + INTERVAL seq SECOND, REPEAT('x', seq % 50) FROM seq_1_to_{rows};
+         INSERT INTO shop.coded SELECT CONCAT('c', LPAD(seq, 7, '0')), CONCAT('p', seq) FROM seq_1_to_{};
+         INSERT INTO shop.loose SELECT seq, CONCAT('l', seq) FROM seq_1_to_{};
+         INSERT INTO shop.bare SELECT seq, CONCAT('b', seq) FROM seq_1_to_{};",
+        rows / 4,
+        rows / 4,
+        rows / 8
+    ));
+    let mut values = Vec::new();
+    for i in 0..rows / 2 {
+        values.push(format!(
+            "('{}', {i}, {}, 'n{i}')",
+            NAMES[i as usize % NAMES.len()],
+            i % 100
+        ));
+    }
+    for chunk in values.chunks(2000) {
+        db.sql(&format!(
+            "SET NAMES utf8mb4; INSERT INTO shop.pairs VALUES {};",
+            chunk.join(",")
+        ));
+    }
+}
+
+/// Random changes to every table: inserts, updates, deletes, primary-key
+/// moves (across chunk ranges) and multi-statement transactions.
+fn writer(
+    client: std::process::Command,
+    namespace: Namespace,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    rows: u64,
+) -> u64 {
+    let mut cmd = client;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn mariadb client");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut next_id = rows as i64 * 10;
+    let mut next_low = 0i64;
+    let mut sent = 0;
+    stdin.write_all(b"SET NAMES utf8mb4;\n").unwrap();
+    while !stop.load(Ordering::SeqCst) {
+        let mut tx = String::from("BEGIN;\n");
+        for _ in 0..rng.gen_range(1..6) {
+            let id = rng.gen_range(1..=rows as i64);
+            let stmt = match rng.gen_range(0..12) {
+                0 => {
+                    next_id += 1;
+                    format!("INSERT INTO shop.items VALUES ({next_id}, 1, 2.50, NOW(6), 'new');")
+                }
+                1 => format!(
+                    "UPDATE shop.items SET qty = qty + 1, label = 'u{sent}' WHERE id = {id};"
+                ),
+                2 => format!("DELETE FROM shop.items WHERE id = {id};"),
+                // A key moves from the start of the table to its end and back.
+                3 => {
+                    next_id += 1;
+                    format!("UPDATE shop.items SET id = {next_id} WHERE id = {id};")
+                }
+                4 => {
+                    next_low -= 1;
+                    format!("UPDATE shop.items SET id = {next_low} WHERE id = {id};")
+                }
+                5 => format!(
+                    "UPDATE shop.pairs SET v = v + 1 WHERE name = '{}' AND n = {};",
+                    NAMES[rng.gen_range(0..NAMES.len())],
+                    rng.gen_range(0..rows / 2)
+                ),
+                6 => format!(
+                    "UPDATE shop.pairs SET name = '{}' WHERE name = '{}' AND n = {};",
+                    NAMES[rng.gen_range(0..NAMES.len())],
+                    NAMES[rng.gen_range(0..NAMES.len())],
+                    rng.gen_range(0..rows / 2)
+                ),
+                7 => format!(
+                    "DELETE FROM shop.pairs WHERE n = {};",
+                    rng.gen_range(0..rows / 2)
+                ),
+                8 => format!(
+                    "UPDATE shop.coded SET payload = 'w{sent}' WHERE code = 'c{:07}';",
+                    rng.gen_range(1..rows / 4)
+                ),
+                9 => {
+                    next_id += 1;
+                    format!("INSERT INTO shop.loose VALUES ({next_id}, 'w{sent}');")
+                }
+                10 => format!(
+                    "DELETE FROM shop.loose WHERE id = {};",
+                    rng.gen_range(1..rows / 4)
+                ),
+                _ => {
+                    next_id += 1;
+                    format!("INSERT INTO shop.bare VALUES ({next_id}, 'w{sent}');")
+                }
+            };
+            tx.push_str(&stmt);
+            tx.push('\n');
+        }
+        tx.push_str("COMMIT;\n");
+        if stdin
+            .write_all(namespace.to_server(&tx).as_bytes())
+            .is_err()
+        {
+            break;
+        }
+        stdin.flush().unwrap();
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(rng.gen_range(1..6)));
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "writer failed after {sent} transactions: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sent
+}
+
+/// `(table, key columns)` and the SELECT each is compared with.
+fn tables() -> Vec<(&'static str, Vec<usize>, &'static str)> {
+    vec![
+        (
+            "shop.pairs",
+            vec![0, 1],
+            "SELECT name, n, v, note FROM shop.pairs",
+        ),
+        (
+            "shop.items",
+            vec![0],
+            "SELECT id, qty, price, seen, label FROM shop.items",
+        ),
+        (
+            "shop.coded",
+            vec![0],
+            "SELECT code, payload FROM shop.coded",
+        ),
+        ("shop.loose", vec![0], "SELECT id, payload FROM shop.loose"),
+        ("shop.bare", vec![0, 1], "SELECT a, b FROM shop.bare"),
+    ]
+}
+
+fn assert_lake_equals_source(db: &MariaDb, lake: &Lake) {
+    for (table, pk, select) in tables() {
+        let source = db.table_map(select, &pk);
+        let replayed = lake.replay(table, &pk);
+        assert_same_table(table, &source, &replayed);
+    }
+}
+
+fn snapshot_state(lake: &Lake) -> serde_json::Value {
+    lake.manifests
+        .last()
+        .map(|m| m["snapshot"].clone())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+fn all_done(snapshot: &serde_json::Value) -> bool {
+    snapshot
+        .as_object()
+        .is_some_and(|t| !t.is_empty() && t.values().all(|s| s["state"] == "done"))
+}
+
+/// Snapshot rows: `_op = snapshot`, `_gtid`, `_sql`, `_before` null, one
+/// `_tx_seq` per chunk, the chunk's position in `_binlog_*`.
+fn assert_snapshot_rows_are_marked(lake: &Lake) {
+    let state = snapshot_state(lake);
+    for (table, _, _) in tables() {
+        let rows: Vec<Row> = lake
+            .rows(table)
+            .into_iter()
+            .filter(|r| r.op == "snapshot")
+            .collect();
+        assert!(!rows.is_empty(), "{table}: no snapshot rows");
+        for r in &rows {
+            assert!(
+                r.gtid.is_none(),
+                "{table}: snapshot row with _gtid {:?}",
+                r.gtid
+            );
+            assert!(
+                r.sql.is_none() && r.before.is_none(),
+                "{table}: snapshot row with _sql or _before"
+            );
+            assert!(
+                r.binlog_file.starts_with("binlog.") && r.binlog_pos >= 4,
+                "{table}: {}:{}",
+                r.binlog_file,
+                r.binlog_pos
+            );
+        }
+        let tx: BTreeSet<i64> = rows.iter().map(|r| r.tx_seq).collect();
+        let s = &state[table];
+        assert_eq!(s["state"], "done", "{table}: {s}");
+        assert_eq!(
+            s["rows"].as_u64(),
+            Some(rows.len() as u64),
+            "{table}: rows in the manifest"
+        );
+        assert!(
+            tx.len() as u64 <= s["chunks"].as_u64().unwrap() && !tx.is_empty(),
+            "{table}: {} transactions for {} chunks",
+            tx.len(),
+            s["chunks"]
+        );
+        // One position per chunk.
+        let per_tx: BTreeMap<i64, BTreeSet<(String, i64)>> =
+            rows.iter().fold(BTreeMap::new(), |mut m, r| {
+                m.entry(r.tx_seq)
+                    .or_default()
+                    .insert((r.binlog_file.clone(), r.binlog_pos));
+                m
+            });
+        assert!(
+            per_tx.values().all(|p| p.len() == 1),
+            "{table}: a chunk with several positions"
+        );
+    }
+}
+
+#[test]
+fn a_new_lake_starts_with_every_table_read_beside_a_busy_writer() {
+    let db = MariaDb::start();
+    db.sql(CREATE);
+    let rows = 8_000;
+    fill(&db, rows);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.snapshot = "chunk_rows = 300".into();
+    sluice.interval = "200ms".into();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer_thread = {
+        let (client, ns, stop) = (
+            client_command(db.socket()),
+            db.namespace().clone(),
+            Arc::clone(&stop),
+        );
+        std::thread::spawn(move || writer(client, ns, 7, stop, rows))
+    };
+    let mut run = sluice.spawn_run(false);
+    let done = wait_until(Duration::from_secs(240), || {
+        all_done(&snapshot_state(&Lake::read_committed(lake_dir.path())))
+    });
+    stop.store(true, Ordering::SeqCst);
+    let sent = writer_thread.join().unwrap();
+    assert!(
+        done,
+        "the snapshot did not finish; log:\n{}",
+        run.log_tail(40)
+    );
+    assert!(sent > 20, "the writer sent only {sent} transactions");
+    let status = run.terminate(Duration::from_secs(30));
+    assert!(
+        status.success(),
+        "sluice run: {status}; log:\n{}",
+        run.log_tail(40)
+    );
+    // Whatever the writer did after the last checkpoint.
+    sluice.run_until_caught_up_ok();
+
+    let lake = Lake::read(lake_dir.path());
+    assert_lake_equals_source(&db, &lake);
+    assert_snapshot_rows_are_marked(&lake);
+    let pairs = &snapshot_state(&lake)["shop.pairs"];
+    assert!(
+        pairs["chunks"].as_u64().unwrap() >= rows / 2 / 300,
+        "{pairs}"
+    );
+    // The writer's changes interleave with the chunks: some stream rows
+    // come before the last snapshot row of a table.
+    let items = lake.rows("shop.items");
+    let last_snapshot = items
+        .iter()
+        .filter(|r| r.op == "snapshot")
+        .map(|r| r.seq)
+        .max()
+        .unwrap();
+    assert!(
+        items
+            .iter()
+            .any(|r| r.op != "snapshot" && r.seq < last_snapshot),
+        "no change of shop.items was placed between its chunks"
+    );
+    for m in &lake.manifests {
+        let format = m["format"].as_u64().unwrap();
+        assert_eq!(format, 2, "manifest {} carries snapshot state", m["seq"]);
+    }
+}
+
+#[test]
+fn a_snapshot_killed_again_and_again_resumes_after_its_last_committed_key() {
+    let db = MariaDb::start();
+    db.sql(CREATE);
+    let rows = 40_000;
+    fill(&db, rows);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.snapshot = "chunk_rows = 50".into();
+    sluice.interval = "50ms".into();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer_thread = {
+        let (client, ns, stop) = (
+            client_command(db.socket()),
+            db.namespace().clone(),
+            Arc::clone(&stop),
+        );
+        std::thread::spawn(move || writer(client, ns, 11, stop, rows))
+    };
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut kills = 0;
+    let mut progress = Vec::new();
+    for _ in 0..6 {
+        let mut run = sluice.spawn_run(false);
+        std::thread::sleep(Duration::from_millis(rng.gen_range(400..1500)));
+        run.kill();
+        kills += 1;
+        let lake = Lake::read_committed(lake_dir.path());
+        let state = snapshot_state(&lake);
+        let read: u64 = state
+            .as_object()
+            .map_or(0, |t| t.values().map(|s| s["rows"].as_u64().unwrap()).sum());
+        progress.push(read);
+        if all_done(&state) {
+            break;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    writer_thread.join().unwrap();
+    sluice.run_until_caught_up_ok();
+    // A kill during an upload may leave the local store's staging file
+    // (`…parquet#N`); no manifest lists it.
+    let lake = Lake::read_committed(lake_dir.path());
+    assert!(
+        all_done(&snapshot_state(&lake)),
+        "{}",
+        snapshot_state(&lake)
+    );
+    assert!(kills >= 2, "killed {kills} times: {progress:?}");
+    assert!(
+        progress.windows(2).all(|w| w[0] <= w[1]) && progress.iter().any(|&p| p > 0),
+        "committed snapshot rows per kill: {progress:?}"
+    );
+    assert_lake_equals_source(&db, &lake);
+    assert_snapshot_rows_are_marked(&lake);
+}
+
+#[test]
+fn chunks_seek_along_a_composite_key_in_the_server_collation() {
+    let db = MariaDb::start();
+    db.sql(CREATE);
+    fill(&db, 8_000);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.include = vec![r"shop\.pairs".into()];
+    sluice.snapshot = "chunk_rows = 100".into();
+    let read_next = |db: &MariaDb| -> u64 {
+        db.query_value("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'HANDLER_READ_NEXT'")
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let before = read_next(&db);
+    sluice.run_until_caught_up_ok();
+    let reads = read_next(&db) - before;
+    let lake = Lake::read(lake_dir.path());
+    let state = &snapshot_state(&lake)["shop.pairs"];
+    assert_eq!(state["rows"].as_u64(), Some(4_000), "{state}");
+    assert_eq!(state["chunks"].as_u64(), Some(41), "{state}");
+    // A seek per chunk reads each row about once; the row-constructor form
+    // `(name, n) > (?, ?)` scans the index from its start for every chunk
+    // (some 80,000 reads here).
+    assert!(
+        reads < 10_000,
+        "Handler_read_next grew by {reads} for 4,000 rows in 41 chunks"
+    );
+    let source = db.table_map("SELECT name, n, v, note FROM shop.pairs", &[0, 1]);
+    assert_same_table("shop.pairs", &source, &lake.replay("shop.pairs", &[0, 1]));
+    let chunks: BTreeSet<i64> = lake.rows("shop.pairs").iter().map(|r| r.tx_seq).collect();
+    assert_eq!(
+        chunks.len(),
+        40,
+        "one _tx_seq per chunk with rows (the 41st is empty)"
+    );
+}
+
+#[test]
+fn an_idle_server_gets_its_snapshot_placed_without_any_write() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(10)); USE shop; INSERT INTO shop.t SELECT seq, CONCAT('v', seq) FROM seq_1_to_1000;");
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.snapshot = "chunk_rows = 64".into();
+    let (file, pos) = db.binlog_head();
+    let out = sluice.run_until_caught_up_ok();
+    assert_eq!(
+        db.binlog_head(),
+        (file.clone(), pos),
+        "sluice wrote to the source"
+    );
+    let lake = Lake::read(lake_dir.path());
+    let rows = lake.rows("shop.t");
+    assert_eq!(
+        rows.len(),
+        1000,
+        "{}",
+        tail(&String::from_utf8_lossy(&out.stderr), 20)
+    );
+    assert!(rows
+        .iter()
+        .all(|r| r.op == "snapshot" && r.binlog_file == file && r.binlog_pos == pos as i64));
+    let source = db.table_map("SELECT id, v FROM shop.t", &[0]);
+    assert_same_table("shop.t", &source, &lake.replay("shop.t", &[0]));
+    let status = sluice.status_json();
+    let t = &status["snapshot"]["shop.t"];
+    assert_eq!(t["state"], "done", "{status}");
+    assert_eq!(t["rows"], 1000, "{status}");
+    assert_eq!(t["chunks"], 16, "{status}");
+    assert!(t["rows_per_second"].as_f64().unwrap() > 0.0, "{status}");
+    assert!(t["eta_seconds"].is_null(), "{status}");
+    // A second run has nothing to do: the snapshot is done.
+    sluice.run_until_caught_up_ok();
+    assert_eq!(Lake::read(lake_dir.path()).rows("shop.t").len(), 1000);
+}
+
+#[test]
+fn a_table_no_consistent_read_covers_is_refused_by_name() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY); CREATE TABLE shop.legacy (id INT PRIMARY KEY) ENGINE=Aria TRANSACTIONAL=0;");
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.snapshot = String::new();
+    let out = sluice.run_until_caught_up();
+    let line = assert_definite_error(&out);
+    assert!(
+        line.contains("shop.legacy")
+            && line.contains("Aria")
+            && line.contains("mode = \"never\"")
+            && line.contains("exclude"),
+        "{line}"
+    );
+    assert!(
+        manifest_paths(lake_dir.path()).is_empty(),
+        "the lake is untouched"
+    );
+    sluice.include = vec![r"shop\.t".into()];
+    sluice.run_until_caught_up_ok();
+}
+
+#[test]
+fn ddl_and_truncate_during_the_snapshot_are_placed_where_they_happened() {
+    let db = MariaDb::start();
+    db.sql(CREATE);
+    fill(&db, 40_000);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.include = vec![r"shop\.(items|pairs)".into()];
+    sluice.snapshot = "chunk_rows = 20".into();
+    sluice.interval = "100ms".into();
+    let mut run = sluice.spawn_run(false);
+    let started = wait_until(Duration::from_secs(60), || {
+        let state = snapshot_state(&Lake::read_committed(lake_dir.path()));
+        state["shop.items"]["rows"].as_u64().unwrap_or(0) > 0
+    });
+    assert!(
+        started,
+        "the snapshot of shop.items did not start; log:\n{}",
+        run.log_tail(30)
+    );
+    db.sql(
+        "ALTER TABLE shop.items ADD COLUMN extra INT NOT NULL DEFAULT 7;
+         UPDATE shop.items SET extra = 9, qty = 100 WHERE id % 97 = 0;
+         TRUNCATE shop.pairs;
+         INSERT INTO shop.pairs VALUES ('after', 1, 1, 'truncated');",
+    );
+    let done = wait_until(Duration::from_secs(120), || {
+        all_done(&snapshot_state(&Lake::read_committed(lake_dir.path())))
+    });
+    assert!(
+        done,
+        "the snapshot did not finish; log:\n{}",
+        run.log_tail(30)
+    );
+    assert!(
+        run.terminate(Duration::from_secs(30)).success(),
+        "{}",
+        run.log_tail(30)
+    );
+    sluice.run_until_caught_up_ok();
+    let lake = Lake::read(lake_dir.path());
+
+    // Both shapes are in the lake: chunks before the ALTER in the old one,
+    // chunks after it read again in the new one.
+    let items = lake.rows("shop.items");
+    let widths: BTreeSet<usize> = items
+        .iter()
+        .filter(|r| r.op == "snapshot")
+        .map(|r| r.values.len())
+        .collect();
+    assert_eq!(
+        widths,
+        BTreeSet::from([5, 6]),
+        "snapshot rows in the shape of their position"
+    );
+    let source = db.table_map(
+        "SELECT id, qty, price, seen, label, extra FROM shop.items",
+        &[0],
+    );
+    let mut replayed = lake.replay("shop.items", &[0]);
+    for (key, row) in replayed.iter_mut() {
+        if row.len() == 5 {
+            // Never changed since the ALTER: the column's default applies.
+            assert_ne!(
+                source[key][1].as_deref(),
+                Some("100"),
+                "{key:?} was updated after the ALTER"
+            );
+            row.push(Some("7".into()));
+        }
+    }
+    assert_same_table("shop.items", &source, &replayed);
+    let pairs = db.table_map("SELECT name, n, v, note FROM shop.pairs", &[0, 1]);
+    assert_eq!(pairs.len(), 1);
+    assert_same_table("shop.pairs", &pairs, &lake.replay("shop.pairs", &[0, 1]));
+}
