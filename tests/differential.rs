@@ -129,6 +129,10 @@ fn repertoire(charset: &str) -> &'static str {
         "big5" => "aZ09 _-中文漢字測試資料庫",
         "sjis" | "cp932" | "ujis" | "eucjpms" => "aZ09 _-日本語テキストひらがなカタカナ",
         "euckr" => "aZ09 _-한국어텍스트",
+        "tis620" => "aZ09 _-ภาษาไทย",
+        // The other single-byte charsets get raw bytes too (`SINGLE_BYTE`).
+        "armscii8" | "cp850" | "cp852" | "dec8" | "geostd8" | "hp8" | "keybcs2" | "macce"
+        | "macroman" | "swe7" => "aZ09 _-",
         other => panic!("no repertoire for {other}"),
     }
 }
@@ -136,10 +140,18 @@ fn repertoire(charset: &str) -> &'static str {
 /// Every character set the README claims (CHAR/VARCHAR/TEXT "decoded from
 /// the column's charset", latin1 as Windows-1252) and `Charset::from_mysql`
 /// maps; those the server lacks are left out at run time.
-const CHARSETS: [&str; 24] = [
+const CHARSETS: [&str; 35] = [
     "utf8mb4", "utf8mb3", "ascii", "latin1", "latin2", "latin5", "latin7", "cp1250", "cp1251",
     "cp1256", "cp1257", "cp866", "koi8r", "koi8u", "greek", "hebrew", "gbk", "gb2312", "big5",
-    "sjis", "cp932", "ujis", "eucjpms", "euckr",
+    "sjis", "cp932", "ujis", "eucjpms", "euckr", "tis620", "armscii8", "cp850", "cp852", "dec8",
+    "geostd8", "hp8", "keybcs2", "macce", "macroman", "swe7",
+];
+
+/// The charsets of `CHARSETS` in which every byte is a character.
+const SINGLE_BYTE: [&str; 25] = [
+    "ascii", "latin1", "latin2", "latin5", "latin7", "cp1250", "cp1251", "cp1256", "cp1257",
+    "cp866", "koi8r", "koi8u", "greek", "hebrew", "tis620", "armscii8", "cp850", "cp852", "dec8",
+    "geostd8", "hp8", "keybcs2", "macce", "macroman", "swe7",
 ];
 
 const LABELS_PLAIN: [&str; 8] = ["a", "b", "small", "medium", "Ça", "naïve", "it's", "x y"];
@@ -518,8 +530,11 @@ fn value(rng: &mut StdRng, family: &Family) -> String {
             max,
             fixed,
         } => {
-            if *charset == "latin1" && rng.gen_bool(0.3) {
-                // Raw bytes, the range where Windows-1252 differs from ISO-8859-1 included.
+            if SINGLE_BYTE.contains(charset) && rng.gen_bool(0.4) {
+                // Raw bytes: in a single-byte charset every byte is a
+                // character (latin1's range where Windows-1252 differs from
+                // ISO-8859-1 included; bytes the server has no Unicode for
+                // are '?' in SELECT and in the lake).
                 let len = rng.gen_range(0..=*max);
                 let bytes: Vec<u8> = (0..len)
                     .map(|_| match rng.gen_range(0..3) {
@@ -533,7 +548,7 @@ fn value(rng: &mut StdRng, family: &Family) -> String {
                 } else {
                     bytes
                 };
-                return format!("_latin1 x'{}'", hex(&bytes));
+                return format!("_{charset} x'{}'", hex(&bytes));
             }
             let chars: Vec<char> = repertoire(charset).chars().collect();
             let len = rng.gen_range(0..=*max);

@@ -250,7 +250,7 @@ mod tests {
         assert_eq!(
             kind_from_type("varchar(10)", Some("latin1")),
             Ok(ColumnKind::Text {
-                charset: Charset::Legacy(encoding_rs::WINDOWS_1252)
+                charset: Charset::from_mysql("latin1").unwrap()
             })
         );
         assert_eq!(
