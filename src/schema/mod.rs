@@ -130,6 +130,12 @@ pub enum ColumnKind {
     /// MySQL's binary JSON (MariaDB's JSON is LONGTEXT and arrives as Text).
     Json,
     Geometry,
+    /// MariaDB's INET4, INET6 and UUID: in the binlog the fixed-size bytes of
+    /// a BINARY(4) / BINARY(16) (its trailing zeros stripped), which only the
+    /// schema history tells apart; in the lake the text SELECT prints.
+    Inet4,
+    Inet6,
+    Uuid,
 }
 
 impl ColumnKind {
@@ -161,7 +167,12 @@ impl ColumnKind {
             ColumnKind::Time { .. } => DataType::Duration(TimeUnit::Microsecond),
             ColumnKind::Year => DataType::Int16,
             ColumnKind::Bit { .. } => DataType::UInt64,
-            ColumnKind::Enum { .. } | ColumnKind::Text { .. } | ColumnKind::Json => DataType::Utf8,
+            ColumnKind::Enum { .. }
+            | ColumnKind::Text { .. }
+            | ColumnKind::Json
+            | ColumnKind::Inet4
+            | ColumnKind::Inet6
+            | ColumnKind::Uuid => DataType::Utf8,
             ColumnKind::Set { .. } => {
                 DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
             }
