@@ -48,9 +48,10 @@ impl Charset {
 }
 
 impl Charset {
-    /// The text of `bytes` in this charset, without byte-order-mark sniffing
-    /// (a latin1 value may begin with the bytes of a UTF-8 mark). Bytes that
-    /// are not valid in the charset are an error, never U+FFFD.
+    /// The text of `bytes` in this charset, as the server converts it, without
+    /// byte-order-mark sniffing (a latin1 value may begin with the bytes of a
+    /// UTF-8 mark). Bytes that are no character in the charset are an error,
+    /// never replaced (a `?` or U+FFFD comes only from the server's own table).
     #[inline]
     pub fn decode<'a>(&self, bytes: &'a [u8]) -> Result<std::borrow::Cow<'a, str>, String> {
         match self {

@@ -712,3 +712,37 @@ fn names_disagree(schema: &TableSchema, tme: &TableMapEvent<'_>) -> Option<Strin
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::testing::table_schema;
+    use crate::schema::ColumnKind;
+
+    #[test]
+    fn a_derived_shape_keeps_the_address_types_the_history_knew() {
+        let known = table_schema(&[("id", "int"), ("a", "inet4"), ("b", "inet6"), ("u", "uuid")]);
+        // What FULL metadata shows: BINARY of the same widths; `u` now 4 wide
+        // and a new BINARY(16) column the history never saw.
+        let derived = table_schema(&[
+            ("id", "int"),
+            ("a", "binary(4)"),
+            ("b", "binary(16)"),
+            ("u", "binary(4)"),
+            ("n", "binary(16)"),
+        ]);
+        let mut columns = derived.columns.clone();
+        keep_known_fixed_binary_types(&mut columns, &known);
+        let kinds: Vec<ColumnKind> = columns.iter().map(|c| c.kind.clone()).collect();
+        assert_eq!(
+            kinds[1..],
+            [
+                ColumnKind::Inet4,
+                ColumnKind::Inet6,
+                ColumnKind::Binary { pad_to: Some(4) },
+                ColumnKind::Binary { pad_to: Some(16) },
+            ]
+        );
+        assert_eq!(columns[2].mysql_type, "inet6");
+    }
+}
