@@ -79,16 +79,41 @@ impl CharsetTable {
     /// character in this charset (which the server refuses to store) are
     /// an error naming them.
     pub fn decode<'a>(&self, bytes: &'a [u8]) -> Result<Cow<'a, str>, String> {
+        let mut out = String::new();
+        match self.decode_with(bytes, &mut out)? {
+            Some(ascii) => Ok(Cow::Borrowed(ascii)),
+            None => Ok(Cow::Owned(out)),
+        }
+    }
+
+    /// [`Self::decode`] for the rows decoder: ASCII comes back as it is
+    /// (`Some`), other text is appended to `out`, a buffer reused from cell
+    /// to cell (`None`), so a value costs no allocation of its own.
+    #[inline]
+    pub fn decode_with<'a>(
+        &self,
+        bytes: &'a [u8],
+        out: &mut String,
+    ) -> Result<Option<&'a str>, String> {
         if self.ascii_compatible() && bytes.is_ascii() {
             // ASCII is valid UTF-8.
-            return Ok(Cow::Borrowed(
-                std::str::from_utf8(bytes).unwrap_or_default(),
-            ));
+            return Ok(Some(std::str::from_utf8(bytes).unwrap_or_default()));
         }
-        let mut out = String::with_capacity(bytes.len() * 2);
+        out.reserve(bytes.len() * 2);
+        let ascii = self.ascii_compatible();
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
+            if ascii && b < 0x80 {
+                // A run of ASCII at a character boundary, copied at once.
+                let run = bytes[i..]
+                    .iter()
+                    .position(|c| *c >= 0x80)
+                    .unwrap_or(bytes.len() - i);
+                out.push_str(std::str::from_utf8(&bytes[i..i + run]).unwrap_or_default());
+                i += run;
+                continue;
+            }
             let (code, len) = match self.entry(b as usize) {
                 LEAD2 => {
                     let code = match bytes.get(i + 1) {
@@ -127,7 +152,7 @@ impl CharsetTable {
             }
             i += len;
         }
-        Ok(Cow::Owned(out))
+        Ok(None)
     }
 }
 
@@ -160,6 +185,8 @@ mod tests {
             text("sjis", &[0x93, 0xFA, 0x96, 0x7B, 0x81, 0x5F]),
             "日本\\"
         );
+        // ASCII runs between characters; a second byte in ASCII's range (0x40).
+        assert_eq!(text("sjis", b"ab\x93\xFAcd\x81\x40e"), "ab日cd\u{3000}e");
         assert_eq!(text("ujis", &[0x8F, 0xB0, 0xA1]), "丂");
         let sjis = table("sjis").unwrap();
         assert!(sjis.decode(&[0x93]).is_err(), "a first byte alone");

@@ -822,11 +822,11 @@ fn read_value(
         Codec::Set { pack, labels } => b.append_set(le_uint(r.take(*pack)?), labels),
         Codec::Short { len_bytes, target } => {
             let len = le_uint(r.take(*len_bytes)?) as usize;
-            append_bytes(b, r.take(len)?, *target)?;
+            append_bytes(b, r.take(len)?, *target, text)?;
         }
         Codec::Long { len_bytes, target } => {
             let len = le_uint(r.take(*len_bytes)?) as usize;
-            append_bytes(b, r.take(len)?, *target)?;
+            append_bytes(b, r.take(len)?, *target, text)?;
         }
         Codec::Json { len_bytes } => {
             let len = le_uint(r.take(*len_bytes)?) as usize;
@@ -845,10 +845,22 @@ fn zero_date(b: &mut ColumnBuilder, stats: &mut DecodeStats) {
 }
 
 #[inline]
-fn append_bytes(b: &mut ColumnBuilder, bytes: &[u8], target: Bytes) -> Result<(), String> {
+fn append_bytes(
+    b: &mut ColumnBuilder,
+    bytes: &[u8],
+    target: Bytes,
+    text: &mut String,
+) -> Result<(), String> {
     match target {
         Bytes::Binary { pad_to: Some(n) } => b.append_padded_bytes(bytes, n),
         Bytes::Binary { pad_to: None } => b.append_bytes(bytes),
+        Bytes::Text(Charset::Table(table)) => {
+            text.clear();
+            match table.decode_with(bytes, text)? {
+                Some(ascii) => b.append_str(ascii),
+                None => b.append_str(text),
+            }
+        }
         Bytes::Text(charset) => b.append_str(&charset.decode(bytes)?),
         Bytes::Address(a) => b.append_str(a.text(bytes, &mut AddressText::default())?),
     }
