@@ -113,8 +113,10 @@ struct Column {
 /// utf8mb4 literals that the server converts).
 fn repertoire(charset: &str) -> &'static str {
     match charset {
-        "utf8mb4" => "aZ09 _-'\"\\\t\nàéîõüßÿ€Œ漢字中文テスト한국😀🎉🇩🇪𝄞🙂",
-        "utf8mb3" => "aZ09 _-'\"\\\t\nàéîõüßÿ€Œ漢字中文テスト한국ąłж",
+        "utf8mb4" | "utf16" | "utf16le" | "utf32" => {
+            "aZ09 _-'\"\\\t\nàéîõüßÿ€Œ漢字中文テスト한국😀🎉🇩🇪𝄞🙂"
+        }
+        "utf8mb3" | "ucs2" => "aZ09 _-'\"\\\t\nàéîõüßÿ€Œ漢字中文テスト한국ąłж",
         "ascii" => "aZ09 _-'\"\\\t\n~{}",
         "latin1" => "aZ09 _-'\"\\\t\nàéîõüßÿ€ŒšžŸ‰†‡•–—™ï»¿þ",
         "latin2" => "aZ09 _-ąćęłńóśźżĄĆĘŁŃÓŚŹŻ",
@@ -144,11 +146,11 @@ fn repertoire(charset: &str) -> &'static str {
 /// Every character set the README claims (CHAR/VARCHAR/TEXT "decoded from
 /// the column's charset", latin1 as Windows-1252) and `Charset::from_mysql`
 /// maps; those the server lacks are left out at run time.
-const CHARSETS: [&str; 35] = [
+const CHARSETS: [&str; 39] = [
     "utf8mb4", "utf8mb3", "ascii", "latin1", "latin2", "latin5", "latin7", "cp1250", "cp1251",
     "cp1256", "cp1257", "cp866", "koi8r", "koi8u", "greek", "hebrew", "gbk", "gb2312", "big5",
     "sjis", "cp932", "ujis", "eucjpms", "euckr", "tis620", "armscii8", "cp850", "cp852", "dec8",
-    "geostd8", "hp8", "keybcs2", "macce", "macroman", "swe7",
+    "geostd8", "hp8", "keybcs2", "macce", "macroman", "swe7", "ucs2", "utf16", "utf16le", "utf32",
 ];
 
 /// The charsets of `CHARSETS` in which every byte is a character.
