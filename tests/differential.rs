@@ -94,6 +94,10 @@ enum Family {
     Geometry {
         ty: &'static str,
     },
+    /// MariaDB's INET4, INET6 and UUID (10.10+).
+    Inet4,
+    Inet6,
+    Uuid,
 }
 
 #[derive(Clone, Debug)]
@@ -109,8 +113,10 @@ struct Column {
 /// utf8mb4 literals that the server converts).
 fn repertoire(charset: &str) -> &'static str {
     match charset {
-        "utf8mb4" => "aZ09 _-'\"\\\t\nàéîõüßÿ€Œ漢字中文テスト한국😀🎉🇩🇪𝄞🙂",
-        "utf8mb3" => "aZ09 _-'\"\\\t\nàéîõüßÿ€Œ漢字中文テスト한국ąłж",
+        "utf8mb4" | "utf16" | "utf16le" | "utf32" => {
+            "aZ09 _-'\"\\\t\nàéîõüßÿ€Œ漢字中文テスト한국😀🎉🇩🇪𝄞🙂"
+        }
+        "utf8mb3" | "ucs2" => "aZ09 _-'\"\\\t\nàéîõüßÿ€Œ漢字中文テスト한국ąłж",
         "ascii" => "aZ09 _-'\"\\\t\n~{}",
         "latin1" => "aZ09 _-'\"\\\t\nàéîõüßÿ€ŒšžŸ‰†‡•–—™ï»¿þ",
         "latin2" => "aZ09 _-ąćęłńóśźżĄĆĘŁŃÓŚŹŻ",
@@ -129,6 +135,10 @@ fn repertoire(charset: &str) -> &'static str {
         "big5" => "aZ09 _-中文漢字測試資料庫",
         "sjis" | "cp932" | "ujis" | "eucjpms" => "aZ09 _-日本語テキストひらがなカタカナ",
         "euckr" => "aZ09 _-한국어텍스트",
+        "tis620" => "aZ09 _-ภาษาไทย",
+        // The other single-byte charsets get raw bytes too (`SINGLE_BYTE`).
+        "armscii8" | "cp850" | "cp852" | "dec8" | "geostd8" | "hp8" | "keybcs2" | "macce"
+        | "macroman" | "swe7" => "aZ09 _-",
         other => panic!("no repertoire for {other}"),
     }
 }
@@ -136,10 +146,18 @@ fn repertoire(charset: &str) -> &'static str {
 /// Every character set the README claims (CHAR/VARCHAR/TEXT "decoded from
 /// the column's charset", latin1 as Windows-1252) and `Charset::from_mysql`
 /// maps; those the server lacks are left out at run time.
-const CHARSETS: [&str; 24] = [
+const CHARSETS: [&str; 39] = [
     "utf8mb4", "utf8mb3", "ascii", "latin1", "latin2", "latin5", "latin7", "cp1250", "cp1251",
     "cp1256", "cp1257", "cp866", "koi8r", "koi8u", "greek", "hebrew", "gbk", "gb2312", "big5",
-    "sjis", "cp932", "ujis", "eucjpms", "euckr",
+    "sjis", "cp932", "ujis", "eucjpms", "euckr", "tis620", "armscii8", "cp850", "cp852", "dec8",
+    "geostd8", "hp8", "keybcs2", "macce", "macroman", "swe7", "ucs2", "utf16", "utf16le", "utf32",
+];
+
+/// The charsets of `CHARSETS` in which every byte is a character.
+const SINGLE_BYTE: [&str; 25] = [
+    "ascii", "latin1", "latin2", "latin5", "latin7", "cp1250", "cp1251", "cp1256", "cp1257",
+    "cp866", "koi8r", "koi8u", "greek", "hebrew", "tis620", "armscii8", "cp850", "cp852", "dec8",
+    "geostd8", "hp8", "keybcs2", "macce", "macroman", "swe7",
 ];
 
 const LABELS_PLAIN: [&str; 8] = ["a", "b", "small", "medium", "Ça", "naïve", "it's", "x y"];
@@ -224,14 +242,19 @@ fn random_family(
             max: rng.gen_range(1..=64),
         },
         15 => Family::Json,
-        _ => Family::Geometry {
+        16 => Family::Geometry {
             ty: ["GEOMETRY", "POINT", "LINESTRING", "POLYGON"]
                 .choose(rng)
                 .unwrap(),
         },
+        17 => Family::Inet4,
+        18 => Family::Inet6,
+        _ => Family::Uuid,
     }
 }
 const FAMILY_KINDS: usize = 17;
+/// With MariaDB's INET4, INET6 and UUID.
+const FAMILY_KINDS_WITH_ADDRESSES: usize = 20;
 
 fn column(name: String, family: Family, rng: &mut StdRng) -> Column {
     let n = &name;
@@ -317,6 +340,9 @@ fn column(name: String, family: Family, rng: &mut StdRng) -> Column {
         }
         Family::Json => ("JSON".into(), n.clone()),
         Family::Geometry { ty } => (ty.to_string(), format!("HEX({n})")),
+        Family::Inet4 => ("INET4".into(), n.clone()),
+        Family::Inet6 => ("INET6".into(), n.clone()),
+        Family::Uuid => ("UUID".into(), n.clone()),
     };
     Column {
         name,
@@ -518,8 +544,11 @@ fn value(rng: &mut StdRng, family: &Family) -> String {
             max,
             fixed,
         } => {
-            if *charset == "latin1" && rng.gen_bool(0.3) {
-                // Raw bytes, the range where Windows-1252 differs from ISO-8859-1 included.
+            if SINGLE_BYTE.contains(charset) && rng.gen_bool(0.4) {
+                // Raw bytes: in a single-byte charset every byte is a
+                // character (latin1's range where Windows-1252 differs from
+                // ISO-8859-1 included; bytes the server has no Unicode for
+                // are '?' in SELECT and in the lake).
                 let len = rng.gen_range(0..=*max);
                 let bytes: Vec<u8> = (0..len)
                     .map(|_| match rng.gen_range(0..3) {
@@ -533,7 +562,7 @@ fn value(rng: &mut StdRng, family: &Family) -> String {
                 } else {
                     bytes
                 };
-                return format!("_latin1 x'{}'", hex(&bytes));
+                return format!("_{charset} x'{}'", hex(&bytes));
             }
             let chars: Vec<char> = repertoire(charset).chars().collect();
             let len = rng.gen_range(0..=*max);
@@ -596,6 +625,63 @@ fn value(rng: &mut StdRng, family: &Family) -> String {
             };
             format!("ST_GeomFromText('{wkt}')")
         }
+        Family::Inet4 => {
+            let b: [u8; 4] = match rng.gen_range(0..4) {
+                0 => [0; 4],
+                1 => [255; 4],
+                _ => rng.gen(),
+            };
+            format!("'{}.{}.{}.{}'", b[0], b[1], b[2], b[3])
+        }
+        Family::Inet6 => {
+            // Runs of zero groups, IPv4-mapped and -compatible addresses,
+            // trailing zero bytes (which the binlog strips).
+            let mut w: [u16; 8] = rng.gen();
+            match rng.gen_range(0..6) {
+                0 => {
+                    w[..5].fill(0);
+                    w[5] = 0xFFFF;
+                }
+                1 => w[..6].fill(0),
+                2 => w[rng.gen_range(4..8)..].fill(0),
+                3 => {
+                    let start = rng.gen_range(0..8);
+                    let end = rng.gen_range(start..=8);
+                    w[start..end].fill(0);
+                    let other = rng.gen_range(0..8);
+                    w[other] = 0;
+                }
+                4 => w = [0; 8],
+                _ => {}
+            }
+            let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_be_bytes()).collect();
+            format!("CAST(x'{}' AS INET6)", hex(&bytes))
+        }
+        Family::Uuid => match rng.gen_range(0..4) {
+            // Time-based (version 1) from the server itself.
+            0 => "UUID()".into(),
+            1 => "'00000000-0000-0000-0000-000000000000'".into(),
+            _ => {
+                let mut b: [u8; 16] = rng.gen();
+                if b[6] >> 4 >= 8 && b[8] <= 0x80 {
+                    // MariaDB 10.11 refuses versions 8 to 15 with these
+                    // variant bytes (checked by hand; lower versions take any).
+                    b[8] = rng.gen_range(0x81..=0xFF);
+                }
+                if rng.gen() {
+                    b[12..].fill(0);
+                }
+                let h = hex(&b).to_ascii_lowercase();
+                format!(
+                    "'{}-{}-{}-{}-{}'",
+                    &h[..8],
+                    &h[8..12],
+                    &h[12..16],
+                    &h[16..20],
+                    &h[20..]
+                )
+            }
+        },
     }
 }
 
@@ -662,6 +748,7 @@ fn random_tables(
     n_tables: usize,
     wide_labels: bool,
     charsets: &[&'static str],
+    families: usize,
 ) -> Vec<Table> {
     let mut tables: Vec<Table> = (0..n_tables)
         .map(|i| Table {
@@ -670,13 +757,13 @@ fn random_tables(
             ids: Vec::new(),
         })
         .collect();
-    let mut kinds: Vec<usize> = (0..FAMILY_KINDS).collect();
+    let mut kinds: Vec<usize> = (0..families).collect();
     // Every charset once more, so each run covers all of them.
     kinds.extend(std::iter::repeat_n(12, charsets.len()));
     // And every temporal fsp.
     kinds.extend([5, 6, 7].iter().flat_map(|k| std::iter::repeat_n(*k, 3)));
-    for _ in 0..FAMILY_KINDS {
-        kinds.push(rng.gen_range(0..FAMILY_KINDS));
+    for _ in 0..families {
+        kinds.push(rng.gen_range(0..families));
     }
     let mut text_i = 0;
     for (i, kind) in kinds.into_iter().enumerate() {
@@ -684,7 +771,7 @@ fn random_tables(
         let mut family = random_family(rng, kind, wide_labels, charsets);
         if let (12, Family::Text { charset, .. }) = (kind, &mut family) {
             // The extra text columns go through the charsets in turn.
-            if i >= FAMILY_KINDS {
+            if i >= families {
                 *charset = charsets[text_i % charsets.len()];
                 text_i += 1;
             }
@@ -1084,7 +1171,15 @@ fn random_workload_replays_to_what_select_returns() {
         .copied()
         .filter(|c| available.iter().any(|a| a == c))
         .collect();
-    let tables = random_tables(&mut rng, 3, full_metadata, &charsets);
+    // MariaDB's INET4, INET6 and UUID where the server has them.
+    let families = match db.query_value(
+        "SELECT COUNT(*) FROM information_schema.PLUGINS \
+         WHERE PLUGIN_TYPE = 'DATA TYPE' AND PLUGIN_NAME IN ('inet4', 'inet6', 'uuid')",
+    ) {
+        Some(n) if n == "3" => FAMILY_KINDS_WITH_ADDRESSES,
+        _ => FAMILY_KINDS,
+    };
+    let tables = random_tables(&mut rng, 3, full_metadata, &charsets, families);
     let mut ddl = String::from("CREATE DATABASE shop;\n");
     for t in &tables {
         ddl.push_str(&create_sql(t));

@@ -7,6 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use arrow::datatypes::DataType;
 use common::*;
 use serde_json::Value;
 
@@ -176,6 +177,72 @@ UPDATE shop.labels SET qty = qty + 1;
 
 const GOODS_COLUMNS: [&str; 6] = ["id", "flag", "title", "cost", "state", "note"];
 
+/// The server's shape of every `shop` table after each statement:
+/// `(binlog end position, table → [(column, Arrow type)])`.
+type ServerShapes = Vec<((String, u64), BTreeMap<String, Vec<(String, DataType)>>)>;
+
+/// Runs `script` one statement at a time and reads information_schema.COLUMNS
+/// after each, with the binlog position it holds from.
+fn run_recording_server_shapes(db: &MariaDb, script: &str) -> ServerShapes {
+    let mut shapes = Vec::new();
+    for statement in script.split(";\n").map(str::trim).filter(|s| !s.is_empty()) {
+        db.sql(&format!("{statement};"));
+        let mut tables: BTreeMap<String, Vec<(String, DataType)>> = BTreeMap::new();
+        for row in db.query_rows(
+            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = 'shop' ORDER BY TABLE_NAME, ORDINAL_POSITION",
+        ) {
+            let [table, column, ty] = [&row[0], &row[1], &row[2]].map(|v| v.clone().unwrap());
+            tables
+                .entry(format!("shop.{table}"))
+                .or_default()
+                .push((column, arrow_type_of(&ty)));
+        }
+        shapes.push((db.binlog_head(), tables));
+    }
+    shapes
+}
+
+/// The README's type table, for the types the scripts here use.
+fn arrow_type_of(column_type: &str) -> DataType {
+    let t = column_type.to_ascii_lowercase();
+    let base = t.split(['(', ' ']).next().unwrap();
+    let unsigned = t.contains("unsigned");
+    match (base, unsigned) {
+        ("tinyint", false) => DataType::Int8,
+        ("smallint", false) => DataType::Int16,
+        ("mediumint" | "int", false) => DataType::Int32,
+        ("bigint", false) => DataType::Int64,
+        ("int", true) => DataType::UInt32,
+        ("decimal", _) => {
+            let args = &t[t.find('(').unwrap() + 1..t.find(')').unwrap()];
+            let (p, s) = args.split_once(',').unwrap();
+            DataType::Decimal128(p.parse().unwrap(), s.parse().unwrap())
+        }
+        ("char" | "varchar" | "tinytext" | "text" | "mediumtext" | "longtext" | "enum", _) => {
+            DataType::Utf8
+        }
+        ("inet4" | "inet6" | "uuid", _) => DataType::Utf8,
+        _ => panic!("no Arrow type in this test for {column_type}"),
+    }
+}
+
+/// The server's shape of `table` for a row at `at`: the last one read at
+/// or before that position (a DDL's own marker rows sit at its start,
+/// before its shape).
+fn server_shape_at(
+    shapes: &ServerShapes,
+    table: &str,
+    at: &(String, u64),
+) -> Vec<(String, DataType)> {
+    shapes
+        .iter()
+        .rev()
+        .find(|(pos, _)| pos <= at)
+        .and_then(|(_, tables)| tables.get(table).cloned())
+        .unwrap_or_else(|| panic!("{table} has no server shape at {at:?}"))
+}
+
 fn lagging_replay(metadata: &str) {
     let Some(db) = MariaDb::start_private(&[&format!("--binlog-row-metadata={metadata}")]) else {
         return;
@@ -185,25 +252,41 @@ fn lagging_replay(metadata: &str) {
     // The start position is taken before the first CREATE: everything is replayed.
     let mut sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
     sluice.include = vec![r"shop\..*".into()];
-    db.sql(LAGGING_SCRIPT);
+    let shapes = run_recording_server_shapes(&db, LAGGING_SCRIPT);
     sluice.run_until_caught_up_ok();
 
     let lake = Lake::read(lake_dir.path());
-    // Every file's columns are those of the schema version its manifest names.
-    for table in ["shop.items", "shop.goods", "shop.tags", "shop.labels"] {
-        let history = history_json(&sluice, table);
-        let by_version: BTreeMap<u64, Vec<String>> = history
-            .iter()
-            .map(|v| (v["version"].as_u64().unwrap(), column_names(v)))
-            .collect();
-        for r in named_rows(&lake, table) {
-            assert_eq!(
-                r.names, by_version[&r.schema_version],
-                "{table} _seq {} file columns",
-                r.row.seq
-            );
+    // Every file's columns, in order and with the Arrow type of the type
+    // table, are the server's shape where its rows were written.
+    for table in [
+        "shop.items",
+        "shop.goods",
+        "shop.tags",
+        "shop.labels",
+        "shop.tmp1",
+    ] {
+        for f in lake.files_of(table) {
+            let got: Vec<(String, DataType)> = f
+                .schema
+                .fields()
+                .iter()
+                .take_while(|x| x.name() != "_op")
+                .map(|x| (x.name().clone(), logical_type(x.data_type())))
+                .collect();
+            for b in &f.batches {
+                for r in batch_rows(b, f.manifest_seq) {
+                    let at = (r.binlog_file.clone(), r.binlog_pos as u64);
+                    let want = server_shape_at(&shapes, table, &at);
+                    assert_eq!(
+                        got, want,
+                        "{table}: file {} (_seq {}, {at:?}) against information_schema.COLUMNS there",
+                        f.path, r.seq
+                    );
+                }
+            }
         }
         if metadata == "FULL" {
+            let history = history_json(&sluice, table);
             assert!(
                 history.iter().all(|v| !v["statement"].as_str().unwrap_or("").contains("derived")),
                 "{table}: with FULL metadata the history and the binlog agree, no shape is derived: {history:?}"

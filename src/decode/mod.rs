@@ -3,6 +3,7 @@
 //! into Arrow builders. MySQL 8 only: compressed transactions ([`payload`])
 //! and partial JSON updates ([`rows`], [`json`]).
 
+pub mod charsets;
 pub mod dml;
 pub mod json;
 pub mod payload;

@@ -78,7 +78,11 @@ pub enum Codec {
 #[derive(Debug, Clone, Copy)]
 pub enum Bytes {
     Text(Charset),
-    Binary { pad_to: Option<usize> },
+    Binary {
+        pad_to: Option<usize>,
+    },
+    /// MariaDB's INET4, INET6 and UUID, printed as SELECT prints them.
+    Address(Address),
 }
 
 /// A captured table's decode plan for one TABLE_MAP (one table id).
@@ -243,6 +247,12 @@ fn codec_for(ty: ColumnType, meta: &[u8], kind: &ColumnKind) -> Option<Codec> {
         ColumnKind::Geometry => Some(Bytes::Binary { pad_to: None }),
         _ => None,
     };
+    let address = |kind: &ColumnKind| match kind {
+        ColumnKind::Inet4 => Some(Address::Inet4),
+        ColumnKind::Inet6 => Some(Address::Inet6),
+        ColumnKind::Uuid => Some(Address::Uuid),
+        _ => None,
+    };
     Some(match (ty, kind.clone()) {
         (T::MYSQL_TYPE_TINY, ColumnKind::Int { bytes: 1, unsigned }) => {
             Codec::Int { bytes: 1, unsigned }
@@ -313,6 +323,17 @@ fn codec_for(ty: ColumnType, meta: &[u8], kind: &ColumnKind) -> Option<Codec> {
                     pack: max_len,
                     labels,
                 },
+                // INET4/INET6/UUID are BINARY(4)/BINARY(16) in the binlog.
+                (254, k) if address(&k).is_some() => {
+                    let a = address(&k)?;
+                    if max_len != a.width() {
+                        return None;
+                    }
+                    Codec::Short {
+                        len_bytes: 1,
+                        target: Bytes::Address(a),
+                    }
+                }
                 (254, k) => Codec::Short {
                     len_bytes: if max_len > 255 { 2 } else { 1 },
                     target: bytes_target(&k)?,
@@ -801,11 +822,11 @@ fn read_value(
         Codec::Set { pack, labels } => b.append_set(le_uint(r.take(*pack)?), labels),
         Codec::Short { len_bytes, target } => {
             let len = le_uint(r.take(*len_bytes)?) as usize;
-            append_bytes(b, r.take(len)?, *target)?;
+            append_bytes(b, r.take(len)?, *target, text)?;
         }
         Codec::Long { len_bytes, target } => {
             let len = le_uint(r.take(*len_bytes)?) as usize;
-            append_bytes(b, r.take(len)?, *target)?;
+            append_bytes(b, r.take(len)?, *target, text)?;
         }
         Codec::Json { len_bytes } => {
             let len = le_uint(r.take(*len_bytes)?) as usize;
@@ -824,11 +845,24 @@ fn zero_date(b: &mut ColumnBuilder, stats: &mut DecodeStats) {
 }
 
 #[inline]
-fn append_bytes(b: &mut ColumnBuilder, bytes: &[u8], target: Bytes) -> Result<(), String> {
+fn append_bytes(
+    b: &mut ColumnBuilder,
+    bytes: &[u8],
+    target: Bytes,
+    text: &mut String,
+) -> Result<(), String> {
     match target {
         Bytes::Binary { pad_to: Some(n) } => b.append_padded_bytes(bytes, n),
         Bytes::Binary { pad_to: None } => b.append_bytes(bytes),
+        Bytes::Text(Charset::Table(table)) => {
+            text.clear();
+            match table.decode_with(bytes, text)? {
+                Some(ascii) => b.append_str(ascii),
+                None => b.append_str(text),
+            }
+        }
         Bytes::Text(charset) => b.append_str(&charset.decode(bytes)?),
+        Bytes::Address(a) => b.append_str(a.text(bytes, &mut AddressText::default())?),
     }
     Ok(())
 }

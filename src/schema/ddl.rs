@@ -1350,6 +1350,40 @@ mod parse_tests {
     }
 
     #[test]
+    fn mariadb_address_types_in_create_and_alter() {
+        let c = parse_ddl(
+            "CREATE TABLE t (id INT PRIMARY KEY, a INET4, b inet6 NOT NULL, c UUID DEFAULT NULL)",
+            "shop",
+        )
+        .unwrap();
+        let Change::Create { columns, .. } = &c[0] else {
+            panic!("{c:?}")
+        };
+        let kinds: Vec<_> = columns
+            .iter()
+            .map(|c| crate::schema::types::kind_from_type(&c.mysql_type, None).unwrap())
+            .collect();
+        use crate::schema::ColumnKind as K;
+        assert_eq!(kinds[1..], [K::Inet4, K::Inet6, K::Uuid]);
+        let c = parse_ddl(
+            "ALTER TABLE t ADD b2 UUID, ADD COLUMN a2 INET6 AFTER id",
+            "shop",
+        )
+        .unwrap();
+        let Change::Alter { ops, .. } = &c[0] else {
+            panic!("{c:?}")
+        };
+        let added: Vec<String> = ops
+            .iter()
+            .filter_map(|o| match o {
+                AlterOp::Add(s, _) => Some(s.mysql_type.to_ascii_lowercase()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(added, ["uuid", "inet6"]);
+    }
+
+    #[test]
     fn multi_clause_alter_with_options_sqlparser_lacks() {
         let c = parse_ddl(
             "/* a comment */ ALTER  TABLE shop.`t1`\n ADD COLUMN c INT AFTER id, DROP COLUMN name, ENGINE=InnoDB, \

@@ -19,10 +19,14 @@ use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 /// The character set a text column's bytes are in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Charset {
-    /// utf8mb3 / utf8mb4 / ascii: valid UTF-8 as is.
+    /// utf8mb3 / utf8mb4: valid UTF-8 as is.
     Utf8,
-    /// Any other charset, decoded through `encoding_rs` (latin1 is
-    /// Windows-1252; ucs2 and utf16 are UTF-16BE, utf16le UTF-16LE).
+    /// A legacy charset, through the server's own table (latin1, cp1251,
+    /// sjis, big5, …; see `decode::charsets`).
+    Table(&'static crate::decode::charsets::CharsetTable),
+    /// A charset the server does not have and `encoding_rs` decodes as
+    /// MySQL does (MySQL's gb18030), or UTF-16 (ucs2 and utf16 are
+    /// UTF-16BE, utf16le UTF-16LE).
     Legacy(&'static encoding_rs::Encoding),
     /// utf32: four bytes big-endian per character (not in `encoding_rs`).
     Utf32,
@@ -32,46 +36,29 @@ impl Charset {
     /// Maps a MySQL charset name; `None` for charsets we cannot decode.
     pub fn from_mysql(name: &str) -> Option<Charset> {
         let label = match name {
-            "utf8" | "utf8mb3" | "utf8mb4" | "ascii" => return Some(Charset::Utf8),
+            "utf8" | "utf8mb3" | "utf8mb4" => return Some(Charset::Utf8),
             "utf32" => return Some(Charset::Utf32),
             "ucs2" | "utf16" => "utf-16be",
             "utf16le" => "utf-16le",
-            "tis620" => "windows-874",
-            "latin1" => "windows-1252",
-            "latin2" => "iso-8859-2",
-            "latin5" => "iso-8859-9",
-            "latin7" => "iso-8859-13",
-            "cp1250" => "windows-1250",
-            "cp1251" => "windows-1251",
-            "cp1256" => "windows-1256",
-            "cp1257" => "windows-1257",
-            "cp866" => "ibm866",
-            "koi8r" => "koi8-r",
-            "koi8u" => "koi8-u",
-            "greek" => "iso-8859-7",
-            "hebrew" => "iso-8859-8",
-            "gbk" | "gb2312" => "gbk",
             "gb18030" => "gb18030",
-            "big5" => "big5",
-            "sjis" | "cp932" => "shift_jis",
-            "ujis" | "eucjpms" => "euc-jp",
-            "euckr" => "euc-kr",
-            _ => return None,
+            other => return crate::decode::charsets::table(other).map(Charset::Table),
         };
         encoding_rs::Encoding::for_label(label.as_bytes()).map(Charset::Legacy)
     }
 }
 
 impl Charset {
-    /// The text of `bytes` in this charset, without byte-order-mark sniffing
-    /// (a latin1 value may begin with the bytes of a UTF-8 mark). Bytes that
-    /// are not valid in the charset are an error, never U+FFFD.
+    /// The text of `bytes` in this charset, as the server converts it, without
+    /// byte-order-mark sniffing (a latin1 value may begin with the bytes of a
+    /// UTF-8 mark). Bytes that are no character in the charset are an error,
+    /// never replaced (a `?` or U+FFFD comes only from the server's own table).
     #[inline]
     pub fn decode<'a>(&self, bytes: &'a [u8]) -> Result<std::borrow::Cow<'a, str>, String> {
         match self {
             Charset::Utf8 => std::str::from_utf8(bytes)
                 .map(std::borrow::Cow::Borrowed)
                 .map_err(|e| format!("invalid UTF-8: {e}")),
+            Charset::Table(table) => table.decode(bytes),
             Charset::Legacy(enc) => match enc.decode_without_bom_handling(bytes) {
                 (_, true) => Err(format!(
                     "bytes that are not valid {} (the column's charset)",
@@ -144,6 +131,12 @@ pub enum ColumnKind {
     /// MySQL's binary JSON (MariaDB's JSON is LONGTEXT and arrives as Text).
     Json,
     Geometry,
+    /// MariaDB's INET4, INET6 and UUID: in the binlog the fixed-size bytes of
+    /// a BINARY(4) / BINARY(16) (its trailing zeros stripped), which only the
+    /// schema history tells apart; in the lake the text SELECT prints.
+    Inet4,
+    Inet6,
+    Uuid,
 }
 
 impl ColumnKind {
@@ -175,7 +168,12 @@ impl ColumnKind {
             ColumnKind::Time { .. } => DataType::Duration(TimeUnit::Microsecond),
             ColumnKind::Year => DataType::Int16,
             ColumnKind::Bit { .. } => DataType::UInt64,
-            ColumnKind::Enum { .. } | ColumnKind::Text { .. } | ColumnKind::Json => DataType::Utf8,
+            ColumnKind::Enum { .. }
+            | ColumnKind::Text { .. }
+            | ColumnKind::Json
+            | ColumnKind::Inet4
+            | ColumnKind::Inet6
+            | ColumnKind::Uuid => DataType::Utf8,
             ColumnKind::Set { .. } => {
                 DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
             }
@@ -278,6 +276,7 @@ mod tests {
         // No byte-order-mark sniffing: latin1 bytes EF BB BF stay three characters.
         let latin1 = Charset::from_mysql("latin1").unwrap();
         assert_eq!(latin1.decode(&[0xEF, 0xBB, 0xBF, 0x80]).unwrap(), "ï»¿€");
-        assert!(Charset::from_mysql("armscii8").is_none());
+        assert!(Charset::from_mysql("armscii8").is_some());
+        assert!(Charset::from_mysql("klingon").is_none());
     }
 }

@@ -645,7 +645,10 @@ impl SchemaTracker {
             ),
         };
         match derived()? {
-            Some(columns) => {
+            Some(mut columns) => {
+                if let Some(known) = self.current.get(&key) {
+                    keep_known_fixed_binary_types(&mut columns, known);
+                }
                 warn!(%table, at = %at.position, %problem, "taking the table's shape from the binlog's FULL metadata");
                 let charset = self.current.get(&key).and_then(|s| s.charset.clone());
                 let schema = self.record(&key, columns, charset, at, Some("-- derived from TABLE_MAP (binlog_row_metadata=FULL)"), false)?;
@@ -657,6 +660,28 @@ impl SchemaTracker {
                 "at {}: {problem}; the shape cannot be established without binlog_row_metadata=FULL: start from a position before the table's CREATE TABLE, or record its shape with `sluice schema resync`",
                 at.position
             ))),
+        }
+    }
+}
+
+/// The TABLE_MAP shows MariaDB's INET4, INET6 and UUID as BINARY(4) and
+/// BINARY(16), charset binary, and nothing else: a column the history knew
+/// by that name as one of those types, with that width, stays one.
+fn keep_known_fixed_binary_types(derived: &mut [super::ColumnDef], known: &TableSchema) {
+    for column in derived.iter_mut() {
+        let width = match column.mysql_type.as_str() {
+            "binary(4)" => 4,
+            "binary(16)" => 16,
+            _ => continue,
+        };
+        let same = known.columns.iter().find(|k| k.name == column.name);
+        if let Some(k) = same.filter(|k| match k.kind {
+            super::ColumnKind::Inet4 => width == 4,
+            super::ColumnKind::Inet6 | super::ColumnKind::Uuid => width == 16,
+            _ => false,
+        }) {
+            column.mysql_type = k.mysql_type.clone();
+            column.kind = k.kind.clone();
         }
     }
 }
@@ -686,4 +711,38 @@ fn names_disagree(schema: &TableSchema, tme: &TableMapEvent<'_>) -> Option<Strin
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::testing::table_schema;
+    use crate::schema::ColumnKind;
+
+    #[test]
+    fn a_derived_shape_keeps_the_address_types_the_history_knew() {
+        let known = table_schema(&[("id", "int"), ("a", "inet4"), ("b", "inet6"), ("u", "uuid")]);
+        // What FULL metadata shows: BINARY of the same widths; `u` now 4 wide
+        // and a new BINARY(16) column the history never saw.
+        let derived = table_schema(&[
+            ("id", "int"),
+            ("a", "binary(4)"),
+            ("b", "binary(16)"),
+            ("u", "binary(4)"),
+            ("n", "binary(16)"),
+        ]);
+        let mut columns = derived.columns.clone();
+        keep_known_fixed_binary_types(&mut columns, &known);
+        let kinds: Vec<ColumnKind> = columns.iter().map(|c| c.kind.clone()).collect();
+        assert_eq!(
+            kinds[1..],
+            [
+                ColumnKind::Inet4,
+                ColumnKind::Inet6,
+                ColumnKind::Binary { pad_to: Some(4) },
+                ColumnKind::Binary { pad_to: Some(16) },
+            ]
+        );
+        assert_eq!(columns[2].mysql_type, "inet6");
+    }
 }

@@ -149,6 +149,9 @@ pub fn kind_from_type(text: &str, charset: Option<&str>) -> Result<ColumnKind, S
         "json" => ColumnKind::Json,
         "geometry" | "point" | "linestring" | "polygon" | "multipoint" | "multilinestring"
         | "multipolygon" | "geometrycollection" | "geomcollection" => ColumnKind::Geometry,
+        "inet4" => ColumnKind::Inet4,
+        "inet6" => ColumnKind::Inet6,
+        "uuid" => ColumnKind::Uuid,
         other => return Err(format!("type {other} is not supported")),
     })
 }
@@ -250,7 +253,7 @@ mod tests {
         assert_eq!(
             kind_from_type("varchar(10)", Some("latin1")),
             Ok(ColumnKind::Text {
-                charset: Charset::Legacy(encoding_rs::WINDOWS_1252)
+                charset: Charset::from_mysql("latin1").unwrap()
             })
         );
         assert_eq!(
@@ -287,6 +290,10 @@ mod tests {
             "labels as information_schema prints them"
         );
         assert!(kind_from_type("vector(3)", None).is_err());
+        // MariaDB's own types, as information_schema and DDL spell them.
+        assert_eq!(kind_from_type("inet6", None), Ok(ColumnKind::Inet6));
+        assert_eq!(kind_from_type("INET4", None), Ok(ColumnKind::Inet4));
+        assert_eq!(kind_from_type("UUID", None), Ok(ColumnKind::Uuid));
         assert_eq!(
             parse_labels("'a','b''c','d,e'").unwrap(),
             vec!["a", "b'c", "d,e"]

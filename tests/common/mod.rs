@@ -506,6 +506,9 @@ pub struct Sluice {
     pub max_rows: u64,
     pub max_buffer_bytes: String,
     pub interval: String,
+    /// Leave `max_rows`, `max_buffer_bytes` and `interval` out of `[flush]`:
+    /// sluice's own defaults apply.
+    pub default_flush: bool,
     /// Raw TOML lines appended to the sections (e.g. `"max_rowz = 5"`).
     pub extra_source: String,
     pub extra_flush: String,
@@ -565,6 +568,7 @@ impl Sluice {
             max_rows: 500_000,
             max_buffer_bytes: "256MiB".to_owned(),
             interval: "10s".to_owned(),
+            default_flush: false,
             extra_source: String::new(),
             extra_flush: String::new(),
             extra_sink: String::new(),
@@ -608,9 +612,7 @@ impl Sluice {
              dir = '{state}'\n\
              \n\
              [flush]\n\
-             max_rows = {max_rows}\n\
-             max_buffer_bytes = \"{mbb}\"\n\
-             interval = \"{interval}\"\n\
+             {flush}\
              {extra_flush}\n\
              [snapshot]\n\
              {snapshot}\n\
@@ -627,9 +629,14 @@ impl Sluice {
             sink = self.sink_url,
             extra_sink = self.extra_sink,
             state = self.state.display(),
-            max_rows = self.max_rows,
-            mbb = self.max_buffer_bytes,
-            interval = self.interval,
+            flush = if self.default_flush {
+                String::new()
+            } else {
+                format!(
+                    "max_rows = {}\nmax_buffer_bytes = \"{}\"\ninterval = \"{}\"\n",
+                    self.max_rows, self.max_buffer_bytes, self.interval
+                )
+            },
             extra_flush = self.extra_flush,
             snapshot = self.snapshot,
             extra = self.extra,
