@@ -93,6 +93,12 @@ pub struct DataFile {
     pub schema_version: u32,
 }
 
+/// The `writer.id` of a manifest's bytes (read loosely: any format).
+fn writer_id(manifest: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(manifest).ok()?;
+    Some(v.pointer("/writer/id")?.as_str()?.to_owned())
+}
+
 pub fn manifest_path(seq: u64) -> Path {
     Path::from(format!("{MANIFEST_DIR}/{seq:020}.json"))
 }
@@ -153,6 +159,15 @@ impl Lake {
         Ok(m)
     }
 
+    /// Whether manifest `seq` is in the lake and another writer's than `writer`.
+    pub async fn taken_by_other(&self, seq: u64, writer: &str) -> Result<bool> {
+        match self.store.get(&manifest_path(seq)).await {
+            Ok(found) => Ok(writer_id(&found.bytes().await?).as_deref() != Some(writer)),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Whether manifest `seq` is in the lake.
     pub async fn manifest_exists(&self, seq: u64) -> Result<bool> {
         match self.store.head(&manifest_path(seq)).await {
@@ -203,10 +218,7 @@ impl Lake {
                     return Ok(());
                 }
                 Some(found) => {
-                    let writer = serde_json::from_slice::<serde_json::Value>(&found)
-                        .ok()
-                        .and_then(|v| v.pointer("/writer/id")?.as_str().map(str::to_owned));
-                    if writer.as_deref() == Some(manifest.writer.id.as_str()) {
+                    if writer_id(&found).as_deref() == Some(manifest.writer.id.as_str()) {
                         // Only a PUT that landed after a read found nothing can do this.
                         return Err(Error::Lake(format!(
                             "manifest {path} was committed by an earlier attempt of this sidecar with other contents; restart sluice: it resumes from that manifest"
@@ -529,6 +541,9 @@ mod tests {
             lake.commit(&manifest(3, "ab")).await,
             Err(Error::Fenced { seq: 3 })
         ));
+        assert!(lake.taken_by_other(3, "ab").await.unwrap());
+        assert!(!lake.taken_by_other(1, "ab").await.unwrap());
+        assert!(!lake.taken_by_other(9, "ab").await.unwrap());
 
         // Our own manifest from another try (a write that landed after a
         // read found nothing) is not "fenced" either, and not overwritten.

@@ -1542,7 +1542,12 @@ impl Pipeline<'_> {
         let verified = match self.lake.verify_files(&written_now).await {
             // Files of ours deleted because another writer committed this
             // seq first (its first commit cleans up): we are fenced.
-            Err(e) if self.lake.manifest_exists(manifest.seq).await? => {
+            Err(e)
+                if self
+                    .lake
+                    .taken_by_other(manifest.seq, &self.writer_id)
+                    .await? =>
+            {
                 debug!(error = %e, "files of this checkpoint are gone and its manifest exists");
                 Err(Error::Fenced { seq: manifest.seq })
             }
