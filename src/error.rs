@@ -2,6 +2,7 @@
 //! ([`Error::is_transient`]) and carries what the operator needs to act on it.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -72,8 +73,9 @@ pub enum Error {
     #[error("lake: {0}")]
     Lake(String),
 
-    /// An object store call failed.
-    #[error("object store: {0}")]
+    /// An object store call failed; [`crate::sink::store_error`] says
+    /// whether retrying can help and words the message.
+    #[error("object store: {}", crate::sink::store_error::explain(.0))]
     Store(#[from] object_store::Error),
 
     #[error("parquet: {0}")]
@@ -90,7 +92,11 @@ impl Error {
     /// Transient errors may go away by themselves: the caller retries with backoff.
     /// Everything else is definite: stop and report.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Connection(_) | Error::Store(_))
+        match self {
+            Error::Connection(_) => true,
+            Error::Store(e) => crate::sink::store_error::is_transient(e),
+            _ => false,
+        }
     }
 
     pub fn decode(file: &str, pos: u64, message: impl Into<String>) -> Self {
@@ -98,6 +104,40 @@ impl Error {
             file: file.to_string(),
             pos,
             message: message.into(),
+        }
+    }
+}
+
+/// How long to wait before retrying after the `failures`-th transient error
+/// in a row: jittered exponential backoff, 0.5 s doubling up to 30 s, ±25 %.
+pub fn backoff(failures: u32) -> Duration {
+    let base = 0.5 * 2f64.powi(failures.saturating_sub(1).min(16) as i32);
+    let capped = base.min(30.0);
+    Duration::from_secs_f64(capped * rand::Rng::gen_range(&mut rand::thread_rng(), 0.75..1.25))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_half_a_second_up_to_thirty_with_jitter() {
+        for failures in 1..=40u32 {
+            let base = (0.5 * 2f64.powi(failures as i32 - 1)).min(30.0);
+            let delays: Vec<f64> = (0..200).map(|_| backoff(failures).as_secs_f64()).collect();
+            for d in &delays {
+                assert!(
+                    (base * 0.75..base * 1.25).contains(d),
+                    "failure {failures}: {d} s is outside {base} s ± 25 %"
+                );
+            }
+            let (lo, hi) = delays
+                .iter()
+                .fold((f64::MAX, 0f64), |(lo, hi), d| (lo.min(*d), hi.max(*d)));
+            assert!(
+                hi - lo > base * 0.25,
+                "failure {failures}: no jitter in {delays:?}"
+            );
         }
     }
 }

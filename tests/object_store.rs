@@ -97,3 +97,142 @@ async fn s3_prefix_multipart_and_put_if_absent() {
         "everything under the prefix, the probe object gone"
     );
 }
+
+/// What object_store 0.14 returns for each way a store or a network fails,
+/// produced for real (moto_server, and the fault proxy in front of it), and
+/// how sluice classifies it: the answers that will not change are definite
+/// and name the problem, the rest are transient. The client here has no
+/// retries of its own, so every fault reaches the caller.
+#[test]
+fn store_errors_are_classified_as_moto_and_a_faulty_network_produce_them() {
+    use common::proxy::{Fault, FaultProxy, Rule};
+    use object_store::aws::AmazonS3Builder;
+    use object_store::{ClientOptions, ObjectStore, RetryConfig};
+    use sluice::sink::store_error::{explain, is_transient};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let moto = MotoServer::start();
+    moto.create_bucket("lake");
+    let proxy = FaultProxy::start(moto.port());
+    let checking = MotoServer::start_checking_credentials();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = |endpoint: String, bucket: &str| -> Arc<dyn ObjectStore> {
+        Arc::new(
+            AmazonS3Builder::new()
+                .with_bucket_name(bucket)
+                .with_endpoint(endpoint)
+                .with_region(TEST_REGION)
+                .with_access_key_id(TEST_ACCESS_KEY)
+                .with_secret_access_key(TEST_SECRET_KEY)
+                .with_client_options(
+                    ClientOptions::new()
+                        .with_allow_http(true)
+                        .with_timeout(Duration::from_secs(1)),
+                )
+                .with_retry(RetryConfig {
+                    max_retries: 0,
+                    ..Default::default()
+                })
+                .build()
+                .unwrap(),
+        )
+    };
+    let via_proxy = client(proxy.endpoint(), "lake");
+    let create = || PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    let put = |store: &Arc<dyn ObjectStore>, key: &str| {
+        rt.block_on(store.put_opts(&Path::from(key), PutPayload::from_static(b"x"), create()))
+            .expect_err("the put must fail")
+    };
+
+    // Transient: the store did not answer, or answered 5xx / 429.
+    for (n, fault) in [
+        Fault::Status(500),
+        Fault::Status(503),
+        Fault::Status(429),
+        Fault::Drop,
+        Fault::Garbage,
+        Fault::Stall(Duration::from_secs(3)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        proxy.set_rules(vec![Rule::every("PUT", "/lake/", 1, fault)]);
+        let e = put(&via_proxy, &format!("t/{n}"));
+        assert!(
+            matches!(e, object_store::Error::Generic { .. }),
+            "{fault:?}: {e:?}"
+        );
+        assert!(is_transient(&e), "{fault:?} must be transient: {e}");
+        assert!(explain(&e).starts_with("unavailable ("), "{}", explain(&e));
+        assert_eq!(proxy.hits(fault), 1, "{fault:?} was not injected");
+    }
+    // The answers lost after forwarding: the objects are there.
+    proxy.pass();
+    for n in [3, 4, 5] {
+        let head = rt.block_on(via_proxy.head(&Path::from(format!("t/{n}"))));
+        assert!(head.is_ok(), "t/{n}: {head:?}");
+    }
+    // Put-if-absent of an object that exists: AlreadyExists (412 from moto).
+    let e = put(&via_proxy, "t/3");
+    assert!(
+        matches!(e, object_store::Error::AlreadyExists { .. }),
+        "{e:?}"
+    );
+
+    // Definite: 403 AccessDenied.
+    proxy.set_rules(vec![Rule::every("", "/lake", 1, Fault::Status(403))]);
+    // A 403 is PermissionDenied, definite, and its line says what and how.
+    let assert_denied = |e: object_store::Error, start: &str, fix: &str| {
+        assert!(
+            matches!(e, object_store::Error::PermissionDenied { .. }),
+            "{e:?}"
+        );
+        assert!(!is_transient(&e));
+        let line = explain(&e);
+        assert!(line.starts_with(start) && line.contains(fix), "{line}");
+    };
+    assert_denied(
+        put(&via_proxy, "t/denied"),
+        "access denied (HTTP 403 AccessDenied",
+        "s3:PutObject",
+    );
+    proxy.pass();
+
+    // Definite: the bucket does not exist (moto: 404 NoSuchBucket), for a
+    // put, a get and a listing alike.
+    let no_bucket = client(moto.endpoint(), "no-such-bucket");
+    let e = put(&no_bucket, "t/1");
+    assert!(matches!(e, object_store::Error::NotFound { .. }), "{e:?}");
+    let got = rt
+        .block_on(no_bucket.get(&Path::from("t/1")))
+        .map(|_| ())
+        .unwrap_err();
+    let listed = rt
+        .block_on(futures::TryStreamExt::try_collect::<Vec<_>>(
+            no_bucket.list(None),
+        ))
+        .map(|_| ())
+        .unwrap_err();
+    for e in [e, got, listed] {
+        assert!(!is_transient(&e), "{e}");
+        let line = explain(&e);
+        assert!(
+            line.starts_with("the bucket does not exist (HTTP 404 NoSuchBucket")
+                && line.contains("[sink] url"),
+            "{line}"
+        );
+    }
+
+    // Definite: credentials the store does not know (moto checking them:
+    // 403 InvalidAccessKeyId).
+    assert_denied(
+        put(&client(checking.endpoint(), "lake"), "t/1"),
+        "the store does not accept the credentials (HTTP 403 InvalidAccessKeyId",
+        "AWS_ACCESS_KEY_ID",
+    );
+    drop(rt);
+}

@@ -6,12 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{backoff, Error, Result};
+use crate::sink::store_error;
 use crate::source::Flavor;
 
 pub const MANIFEST_DIR: &str = "_sluice/manifests";
@@ -19,6 +21,13 @@ pub const MANIFEST_DIR: &str = "_sluice/manifests";
 /// newer format is refused.
 pub const FORMAT: u32 = 1;
 pub const FORMAT_SNAPSHOT: u32 = 2;
+/// Tries of one manifest write, and reads of it back, that get no answer
+/// from the store before sluice stops (about a minute of backoff between
+/// them; fewer in unit tests, which wait them out).
+#[cfg(not(test))]
+pub const COMMIT_ATTEMPTS: u32 = 8;
+#[cfg(test)]
+pub const COMMIT_ATTEMPTS: u32 = 3;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
@@ -90,6 +99,12 @@ pub struct DataFile {
     pub schema_version: u32,
 }
 
+/// The `writer.id` of a manifest's bytes (read loosely: any format).
+fn writer_id(manifest: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(manifest).ok()?;
+    Some(v.pointer("/writer/id")?.as_str()?.to_owned())
+}
+
 pub fn manifest_path(seq: u64) -> Path {
     Path::from(format!("{MANIFEST_DIR}/{seq:020}.json"))
 }
@@ -150,6 +165,15 @@ impl Lake {
         Ok(m)
     }
 
+    /// Whether manifest `seq` is in the lake and another writer's than `writer`.
+    pub async fn taken_by_other(&self, seq: u64, writer: &str) -> Result<bool> {
+        match self.store.get(&manifest_path(seq)).await {
+            Ok(found) => Ok(writer_id(&found.bytes().await?).as_deref() != Some(writer)),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Whether manifest `seq` is in the lake.
     pub async fn manifest_exists(&self, seq: u64) -> Result<bool> {
         match self.store.head(&manifest_path(seq)).await {
@@ -160,43 +184,93 @@ impl Lake {
     }
 
     /// Writes the manifest put-if-absent. If it exists, another writer owns the lake.
+    ///
+    /// A PUT that fails without an answer (a timeout, a connection cut after
+    /// the request went out) may have landed, and object_store resends a
+    /// request whose answer was lost, so the resend can meet our own
+    /// manifest. Either way the manifest is read back before anything else:
+    /// our exact bytes mean the commit happened; another writer's id means
+    /// fenced; nothing there means the PUT is sent again. Only an answer
+    /// ends this: if the store gives none for [`COMMIT_ATTEMPTS`] tries the
+    /// error is definite, because the caller's rewind (forget, re-read,
+    /// delete what it wrote) would be wrong over a manifest that exists.
     pub async fn commit(&self, manifest: &Manifest) -> Result<()> {
-        let body = serde_json::to_vec_pretty(manifest)
-            .map_err(|e| Error::Lake(format!("cannot encode manifest: {e}")))?;
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..Default::default()
-        };
+        let body = Bytes::from(
+            serde_json::to_vec_pretty(manifest)
+                .map_err(|e| Error::Lake(format!("cannot encode manifest: {e}")))?,
+        );
         let path = manifest_path(manifest.seq);
-        match self
-            .store
-            .put_opts(&path, PutPayload::from(body.clone()), opts)
-            .await
-        {
-            Ok(_) => Ok(()),
-            // A retried request whose first attempt landed finds our own manifest.
-            Err(object_store::Error::AlreadyExists { .. }) if self.holds(&path, &body).await => {
-                Ok(())
+        let mut failures = 0;
+        loop {
+            let opts = PutOptions {
+                mode: PutMode::Create,
+                ..Default::default()
+            };
+            let failed = match self
+                .store
+                .put_opts(&path, PutPayload::from(body.clone()), opts)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e @ object_store::Error::AlreadyExists { .. }) => e,
+                Err(e) if store_error::is_transient(&e) => e,
+                Err(e) => return Err(e.into()),
+            };
+            match self.read_back(manifest.seq, &mut failures).await? {
+                Some(found) if found == body => {
+                    if !matches!(failed, object_store::Error::AlreadyExists { .. }) {
+                        tracing::warn!(%path, error = %Error::Store(failed), "the manifest write got no answer, but the manifest is in the lake: committed");
+                    }
+                    return Ok(());
+                }
+                Some(found) => {
+                    if writer_id(&found).as_deref() == Some(manifest.writer.id.as_str()) {
+                        // Only a PUT that landed after a read found nothing can do this.
+                        return Err(Error::Lake(format!(
+                            "manifest {path} was committed by an earlier attempt of this sidecar with other contents; restart sluice: it resumes from that manifest"
+                        )));
+                    }
+                    return Err(Error::Fenced { seq: manifest.seq });
+                }
+                None => {
+                    failures += 1;
+                    if failures >= COMMIT_ATTEMPTS {
+                        // Read back as absent: nothing is committed, the caller may rewind.
+                        return Err(failed.into());
+                    }
+                    let delay = backoff(failures);
+                    tracing::warn!(%path, error = %Error::Store(failed), retry_in = ?delay, "the manifest write failed and the manifest is not in the lake: writing it again");
+                    tokio::time::sleep(delay).await;
+                }
             }
-            Err(object_store::Error::AlreadyExists { .. }) => {
-                Err(Error::Fenced { seq: manifest.seq })
-            }
-            // The answer may have been lost after the object was written: then
-            // the commit happened, and its files must not be treated as orphans.
-            Err(e) if self.holds(&path, &body).await => {
-                tracing::warn!(%path, error = %e, "the manifest write reported an error but the manifest is in the lake: committed");
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
         }
     }
 
-    /// Whether the object at `path` holds exactly `body` (every manifest
-    /// carries its writer id and commit time, so no other writer's matches).
-    async fn holds(&self, path: &Path, body: &[u8]) -> bool {
-        match self.store.get(path).await {
-            Ok(found) => found.bytes().await.is_ok_and(|b| b.as_ref() == body),
-            Err(_) => false,
+    /// The bytes of manifest `seq`, `None` if there is none. Transient errors
+    /// are retried (counted in `failures`); running out of tries is definite.
+    async fn read_back(&self, seq: u64, failures: &mut u32) -> Result<Option<Bytes>> {
+        let path = manifest_path(seq);
+        loop {
+            let read = match self.store.get(&path).await {
+                Ok(found) => found.bytes().await,
+                Err(e) => Err(e),
+            };
+            let e = match read {
+                Ok(bytes) => return Ok(Some(bytes)),
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) if store_error::is_transient(&e) => e,
+                Err(e) => return Err(e.into()),
+            };
+            *failures += 1;
+            if *failures >= COMMIT_ATTEMPTS {
+                return Err(Error::Lake(format!(
+                    "cannot tell whether manifest {path} was committed: the object store did not answer {COMMIT_ATTEMPTS} tries ({}); restart sluice once the store answers: it resumes from the lake",
+                    store_error::explain(&e)
+                )));
+            }
+            let delay = backoff(*failures);
+            tracing::warn!(%path, error = %Error::Store(e), retry_in = ?delay, "cannot read back the manifest just written: retrying");
+            tokio::time::sleep(delay).await;
         }
     }
 
@@ -356,16 +430,13 @@ mod tests {
         assert!(!validator.is_valid(&new));
     }
 
-    #[tokio::test]
-    async fn second_commit_of_a_seq_is_fenced_and_orphans_go() {
-        let dir = tempfile::tempdir().unwrap();
-        let lake = Lake::new(crate::sink::open_local(dir.path()).unwrap());
-        let m = Manifest {
+    fn manifest(seq: u64, writer: &str) -> Manifest {
+        Manifest {
             format: FORMAT,
-            seq: 1,
+            seq,
             committed_at: "2026-01-01T00:00:00Z".into(),
             writer: Writer {
-                id: "ab".into(),
+                id: writer.into(),
                 version: "0".into(),
             },
             source: SourceIdentity {
@@ -383,7 +454,7 @@ mod tests {
             },
             files: vec![DataFile {
                 table: "shop.t".into(),
-                path: "shop/t/part-00000000000000000001-00000-ab.parquet".into(),
+                path: data_file_path("shop", "t", seq, 0, writer).to_string(),
                 rows: 1,
                 bytes: 1,
                 schema_version: 1,
@@ -393,7 +464,14 @@ mod tests {
             xa_prepared: Vec::new(),
             snapshot: None,
             zero_dates: 0,
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn second_commit_of_a_seq_is_fenced_and_orphans_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = Lake::new(crate::sink::open_local(dir.path()).unwrap());
+        let m = manifest(1, "ab");
         for (seq, writer) in [(1, "ab"), (1, "cd"), (2, "ab"), (0, "ab")] {
             crate::sink::put_file(
                 lake.store.as_ref(),
@@ -428,5 +506,78 @@ mod tests {
             vec!["shop/t/part-00000000000000000001-00000-cd.parquet"],
             "checkpoint 2 may still be committed by a live writer"
         );
+    }
+
+    /// A manifest write whose answer is lost, and whose read back fails too,
+    /// is our commit: never "fenced", nothing written again.
+    #[tokio::test]
+    async fn lost_answer_to_a_manifest_write_is_our_commit() {
+        use crate::sink::testing::{Faults, FaultyStore};
+        use std::sync::atomic::Ordering;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(FaultyStore {
+            inner: crate::sink::open_local(dir.path()).unwrap(),
+            faults: Faults::default(),
+        });
+        let lake = Lake::new(store.clone());
+        let faults = &store.faults;
+
+        faults.lost_answers.store(1, Ordering::SeqCst);
+        faults.failed_gets.store(1, Ordering::SeqCst);
+        lake.commit(&manifest(1, "ab")).await.unwrap();
+        assert_eq!(faults.lost_answers.load(Ordering::SeqCst), 0);
+        assert_eq!(faults.failed_gets.load(Ordering::SeqCst), 0);
+        let m1 = lake.read_manifest(1).await.unwrap();
+        assert_eq!(m1.writer.id, "ab");
+
+        // The write never landed: it is sent again.
+        faults.failed_creates.store(1, Ordering::SeqCst);
+        lake.commit(&manifest(2, "ab")).await.unwrap();
+        assert_eq!(faults.failed_creates.load(Ordering::SeqCst), 0);
+        assert_eq!(lake.latest_manifest().await.unwrap().unwrap().seq, 2);
+
+        // Another writer's manifest behind a write without an answer: fenced.
+        let theirs = serde_json::to_vec_pretty(&manifest(3, "cd")).unwrap();
+        store
+            .inner
+            .put(&manifest_path(3), PutPayload::from(theirs.clone()))
+            .await
+            .unwrap();
+        faults.failed_creates.store(1, Ordering::SeqCst);
+        assert!(matches!(
+            lake.commit(&manifest(3, "ab")).await,
+            Err(Error::Fenced { seq: 3 })
+        ));
+        assert!(lake.taken_by_other(3, "ab").await.unwrap());
+        assert!(!lake.taken_by_other(1, "ab").await.unwrap());
+        assert!(!lake.taken_by_other(9, "ab").await.unwrap());
+
+        // Our own manifest from another try (a write that landed after a
+        // read found nothing) is not "fenced" either, and not overwritten.
+        let mut earlier = manifest(4, "ab");
+        earlier.committed_at = "2026-01-01T00:00:01Z".into();
+        lake.commit(&earlier).await.unwrap();
+        let err = lake.commit(&manifest(4, "ab")).await.unwrap_err();
+        assert!(
+            !matches!(err, Error::Fenced { .. }) && !err.is_transient(),
+            "{err}"
+        );
+        assert_eq!(
+            lake.read_manifest(4).await.unwrap().committed_at,
+            earlier.committed_at
+        );
+
+        // No answer at all: whether the manifest landed is unknown, which is
+        // definite (a rewind would forget a commit that may exist).
+        faults.failed_creates.store(1, Ordering::SeqCst);
+        faults.failed_gets.store(u32::MAX, Ordering::SeqCst);
+        let err = lake.commit(&manifest(5, "ab")).await.unwrap_err();
+        assert!(!err.is_transient(), "{err}");
+        assert!(
+            err.to_string().contains("cannot tell whether manifest"),
+            "{err}"
+        );
+        faults.failed_gets.store(0, Ordering::SeqCst);
+        assert!(!lake.manifest_exists(5).await.unwrap());
     }
 }

@@ -20,7 +20,7 @@ use crate::commit::{self, Cursor, DataFile, Lake, Manifest, PreparedXa, SourceId
 use crate::config::{Config, Resume, StartPosition};
 use crate::decode::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
 use crate::decode::{self, classify_query, event_type as et, QueryKind};
-use crate::error::{Error, Result};
+use crate::error::{backoff, Error, Result};
 use crate::schema::bootstrap;
 use crate::schema::history::{self, SchemaHistory};
 
@@ -121,6 +121,9 @@ struct Pipeline<'a> {
     /// The current stream delivered an event: the server accepted the dump.
     streamed: bool,
     last_checkpoint: Instant,
+    /// A transient error rewound the stream: files of the failed try are
+    /// removed once the checkpoint commits.
+    rewound: bool,
     stats: DecodeStats,
     summary: RunSummary,
     /// The initial snapshot while it runs (and its state once done).
@@ -294,6 +297,7 @@ pub async fn run(
         tx_ddl: false,
         tx_sql: None,
         last_checkpoint: Instant::now(),
+        rewound: false,
         stats: DecodeStats::default(),
         summary: RunSummary::default(),
         snapshot,
@@ -584,13 +588,6 @@ async fn open_offline(
     })
 }
 
-/// Jittered exponential backoff: 0.5 s doubling up to 30 s, ±25 %.
-fn backoff(failures: u32) -> Duration {
-    let base = 0.5 * 2f64.powi(failures.saturating_sub(1).min(16) as i32);
-    let capped = base.min(30.0);
-    Duration::from_secs_f64(capped * rand::Rng::gen_range(&mut rand::thread_rng(), 0.75..1.25))
-}
-
 impl Pipeline<'_> {
     async fn stream(
         &mut self,
@@ -708,8 +705,8 @@ impl Pipeline<'_> {
     /// from again: the last checkpoint's cursor. Re-reading assigns the same
     /// `_seq` and `_tx_seq` values, so a retry neither loses nor repeats a row.
     async fn rewind(&mut self) -> StreamStart {
-        // Let running uploads finish so that none lands after the re-read
-        // writes a file of the same name; their files go with the pending ones.
+        // Let running uploads finish so that none lands unseen; their files
+        // go with the pending ones.
         while let Some(flush) = self.in_flight.pop_front() {
             if let Ok(Ok(file)) = flush.task.await {
                 self.pending.push(file);
@@ -736,7 +733,11 @@ impl Pipeline<'_> {
         self.prepared = prepared_xa(self.committed.as_ref());
         self.buffers.clear();
         self.plans.clear();
-        self.file_counter = 0;
+        // `file_counter` goes on: the re-read writes its files under names
+        // this run has not used, so no file of a checkpoint whose commit
+        // failed is ever written again (a manifest that landed unseen lists
+        // them). What the failed try wrote goes after the next commit.
+        self.rewound = true;
         let committed_seq = self.committed.as_ref().map(|m| m.seq).unwrap_or(0);
         if let Err(e) = self.tracker.rollback(committed_seq) {
             warn!(error = %e, "could not roll back the schema history; the next start does");
@@ -1584,6 +1585,7 @@ impl Pipeline<'_> {
 
     /// This run's first commit fences every writer that started before it:
     /// what they wrote for checkpoints up to this one can never be committed.
+    /// So does a commit after a rewind for what the failed try wrote.
     async fn remove_orphans_after_first_commit(&self, m: &Manifest) {
         match self.lake.remove_orphans(m).await {
             Ok(removed) if !removed.is_empty() => {
@@ -1673,7 +1675,12 @@ impl Pipeline<'_> {
         let verified = match self.lake.verify_files(&written_now).await {
             // Files of ours deleted because another writer committed this
             // seq first (its first commit cleans up): we are fenced.
-            Err(e) if self.lake.manifest_exists(manifest.seq).await? => {
+            Err(e)
+                if self
+                    .lake
+                    .taken_by_other(manifest.seq, &self.writer_id)
+                    .await? =>
+            {
                 debug!(error = %e, "files of this checkpoint are gone and its manifest exists");
                 Err(Error::Fenced { seq: manifest.seq })
             }
@@ -1705,7 +1712,8 @@ impl Pipeline<'_> {
             return Err(e);
         }
         info!(seq = manifest.seq, files = manifest.files.len(), cursor = %self.position(), "committed");
-        if self.summary.manifests == 0 {
+        let rewound = std::mem::take(&mut self.rewound);
+        if self.summary.manifests == 0 || rewound {
             self.remove_orphans_after_first_commit(&manifest).await;
         }
         self.summary.manifests += 1;
@@ -1727,31 +1735,5 @@ impl Pipeline<'_> {
         }
         self.last_checkpoint = Instant::now();
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_from_half_a_second_up_to_thirty_with_jitter() {
-        for failures in 1..=40u32 {
-            let base = (0.5 * 2f64.powi(failures as i32 - 1)).min(30.0);
-            let delays: Vec<f64> = (0..200).map(|_| backoff(failures).as_secs_f64()).collect();
-            for d in &delays {
-                assert!(
-                    (base * 0.75..base * 1.25).contains(d),
-                    "failure {failures}: {d} s is outside {base} s ± 25 %"
-                );
-            }
-            let (lo, hi) = delays
-                .iter()
-                .fold((f64::MAX, 0f64), |(lo, hi), d| (lo.min(*d), hi.max(*d)));
-            assert!(
-                hi - lo > base * 0.25,
-                "failure {failures}: no jitter in {delays:?}"
-            );
-        }
     }
 }

@@ -1,5 +1,9 @@
 //! Parquet encoding and the object store the lake lives in.
 
+pub mod store_error;
+#[cfg(test)]
+pub(crate) mod testing;
+
 use std::path::Path as FsPath;
 use std::sync::Arc;
 
@@ -108,7 +112,14 @@ pub async fn probe_put_if_absent(store: &dyn ObjectStore, url: &str) -> Result<(
             e @ (object_store::Error::NotImplemented { .. }
             | object_store::Error::NotSupported { .. }),
         ) => return Err(unsupported(e.to_string())),
-        Err(e) => return Err(e.into()),
+        // The first request sluice sends to the lake: a wrong bucket, region or
+        // credentials show here, named with the lake.
+        Err(e) => {
+            return Err(Error::Lake(format!(
+                "sink.url `{url}`: {}",
+                store_error::explain(&e)
+            )))
+        }
     }
     let second = store.put_opts(&path, payload(), create()).await;
     let cleanup = store.delete(&path).await;
@@ -210,84 +221,8 @@ pub async fn put_file(
 
 #[cfg(test)]
 mod tests {
+    use super::testing::{Faults, FaultyStore};
     use super::*;
-    use futures::stream::BoxStream;
-    use object_store::{
-        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
-        PutMultipartOptions, PutResult,
-    };
-
-    /// A store that does not honour put-if-absent: it overwrites, or says it cannot.
-    #[derive(Debug)]
-    struct NoCreate {
-        inner: Arc<dyn ObjectStore>,
-        refuse: bool,
-    }
-
-    impl std::fmt::Display for NoCreate {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "NoCreate")
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl ObjectStore for NoCreate {
-        async fn put_opts(
-            &self,
-            location: &Path,
-            payload: PutPayload,
-            mut opts: PutOptions,
-        ) -> object_store::Result<PutResult> {
-            if matches!(opts.mode, PutMode::Create) && self.refuse {
-                return Err(object_store::Error::NotImplemented {
-                    operation: "put_opts with PutMode::Create".into(),
-                    implementer: self.to_string(),
-                });
-            }
-            opts.mode = PutMode::Overwrite;
-            self.inner.put_opts(location, payload, opts).await
-        }
-        async fn put_multipart_opts(
-            &self,
-            location: &Path,
-            opts: PutMultipartOptions,
-        ) -> object_store::Result<Box<dyn MultipartUpload>> {
-            self.inner.put_multipart_opts(location, opts).await
-        }
-        async fn get_opts(
-            &self,
-            location: &Path,
-            options: GetOptions,
-        ) -> object_store::Result<GetResult> {
-            self.inner.get_opts(location, options).await
-        }
-        fn delete_stream(
-            &self,
-            locations: BoxStream<'static, object_store::Result<Path>>,
-        ) -> BoxStream<'static, object_store::Result<Path>> {
-            self.inner.delete_stream(locations)
-        }
-        fn list(
-            &self,
-            prefix: Option<&Path>,
-        ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-            self.inner.list(prefix)
-        }
-        async fn list_with_delimiter(
-            &self,
-            prefix: Option<&Path>,
-        ) -> object_store::Result<ListResult> {
-            self.inner.list_with_delimiter(prefix).await
-        }
-        async fn copy_opts(
-            &self,
-            from: &Path,
-            to: &Path,
-            options: CopyOptions,
-        ) -> object_store::Result<()> {
-            self.inner.copy_opts(from, to, options).await
-        }
-    }
 
     #[tokio::test]
     async fn probe_accepts_a_local_lake_and_leaves_nothing() {
@@ -302,9 +237,13 @@ mod tests {
     async fn probe_refuses_a_store_without_put_if_absent() {
         let dir = tempfile::tempdir().unwrap();
         for refuse in [false, true] {
-            let store = NoCreate {
+            let store = FaultyStore {
                 inner: open_local(dir.path()).unwrap(),
-                refuse,
+                faults: Faults {
+                    refuse_create: refuse,
+                    ignore_create: !refuse,
+                    ..Default::default()
+                },
             };
             let err = probe_put_if_absent(&store, "s3://bkt/lake")
                 .await

@@ -25,6 +25,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 mod external;
+pub mod proxy;
 mod store;
 pub use external::*;
 #[allow(unused_imports)]

@@ -61,6 +61,17 @@ pub struct MotoServer {
 
 impl MotoServer {
     pub fn start() -> MotoServer {
+        Self::start_with(false)
+    }
+
+    /// A moto_server that checks credentials (`INITIAL_NO_AUTH_ACTION_COUNT=0`):
+    /// it knows no access key, so it answers every signed request 403
+    /// `InvalidAccessKeyId` — and cannot hold a bucket.
+    pub fn start_checking_credentials() -> MotoServer {
+        Self::start_with(true)
+    }
+
+    fn start_with(check_credentials: bool) -> MotoServer {
         ensure_moto();
         let dir = tempfile::Builder::new()
             .prefix("sluice-moto-")
@@ -74,6 +85,7 @@ impl MotoServer {
                 .args(["-m", "moto.server", "-H", "127.0.0.1", "-p"])
                 .arg(port.to_string())
                 .current_dir(dir.path())
+                .envs(check_credentials.then_some(("INITIAL_NO_AUTH_ACTION_COUNT", "0")))
                 .stdin(Stdio::null())
                 .stdout(file.try_clone().unwrap())
                 .stderr(file)
@@ -88,7 +100,8 @@ impl MotoServer {
                     }
                     panic!("moto_server exited ({status}) during start-up:\n{text}");
                 }
-                if http(port, "GET", "/").is_ok_and(|s| s == 200) {
+                // Checking credentials, it answers an unsigned request 500.
+                if http(port, "GET", "/").is_ok_and(|s| s == 200 || check_credentials) {
                     return MotoServer {
                         dir: Some(dir),
                         child,
@@ -111,6 +124,10 @@ impl MotoServer {
 
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     pub fn create_bucket(&self, bucket: &str) {
