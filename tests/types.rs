@@ -475,6 +475,7 @@ fn a_snapshot_row_equals_the_binlog_row_of_the_same_value() {
         zero_dates > 0 && zero_dates % 2 == 0,
         "zero dates counted for both tables: {zero_dates}"
     );
+}
 
 /// MariaDB's INET4, INET6 and UUID read as the text SELECT prints, whether
 /// the shape comes from information_schema (a table that exists at start)

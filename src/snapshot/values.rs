@@ -170,6 +170,10 @@ fn append(
             }
             b.append_set(bits, labels);
         }
+        // SELECT sends MariaDB's address and UUID types as their text.
+        (ColumnKind::Inet4 | ColumnKind::Inet6 | ColumnKind::Uuid, Value::Bytes(bytes)) => {
+            b.append_str(std::str::from_utf8(bytes).map_err(|e| format!("text is not UTF-8: {e}"))?)
+        }
         (ColumnKind::Json, Value::Bytes(bytes)) => b.append_str(
             std::str::from_utf8(bytes).map_err(|e| format!("JSON text is not UTF-8: {e}"))?,
         ),
