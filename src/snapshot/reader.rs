@@ -235,6 +235,13 @@ impl Reader {
         let mut result = conn.exec_iter(sql, params).await?;
         while let Some(row) = result.next().await? {
             let values = row.unwrap();
+            if values.len() != width + key.len() {
+                return Err(ReadError::Value(format!(
+                    "the server returned {} columns, the chunk query asked for {}",
+                    values.len(),
+                    width + key.len()
+                )));
+            }
             builder.push(&values[..width]).map_err(ReadError::Value)?;
             last_key = Some(values[width..].to_vec());
         }
