@@ -30,6 +30,21 @@ pub struct SnapshotConfig {
     pub initial: bool,
     /// Rows per consistent chunk read.
     pub chunk_rows: usize,
+    pub method: SnapshotMethod,
+}
+
+/// How a chunk's read is tied to a binlog position (`[snapshot] method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotMethod {
+    /// `consistent` where the server names a consistent read's position
+    /// (MariaDB's `binlog_snapshot_*`), else `watermark`.
+    Auto,
+    /// One `START TRANSACTION WITH CONSISTENT SNAPSHOT` per chunk, placed at
+    /// the position the server names for it.
+    Consistent,
+    /// The binlog head before and after the chunk's read; rows whose key
+    /// changes in between are left to the stream.
+    Watermark,
 }
 
 /// Upper bound of `[snapshot] chunk_rows`: a chunk is held in memory.
@@ -304,17 +319,16 @@ fn parse_snapshot(raw: RawSnapshot) -> std::result::Result<SnapshotConfig, Strin
             ))
         }
     };
-    match raw.method.as_deref() {
-        None | Some("auto") | Some("consistent") => {}
-        Some("watermark") => {
-            return Err("snapshot.method: \"watermark\" is not available in this release; use \"auto\" (a consistent read per chunk, which needs MariaDB's binlog_snapshot_position)".into())
-        }
+    let method = match raw.method.as_deref() {
+        None | Some("auto") => SnapshotMethod::Auto,
+        Some("consistent") => SnapshotMethod::Consistent,
+        Some("watermark") => SnapshotMethod::Watermark,
         Some(other) => {
             return Err(format!(
-                "snapshot.method: `{other}` is not a snapshot method, use \"auto\" or \"consistent\""
+                "snapshot.method: `{other}` is not a snapshot method, use \"auto\", \"consistent\" or \"watermark\""
             ))
         }
-    }
+    };
     let chunk_rows = match raw.chunk_rows {
         None => 20_000,
         Some(n) if (1..=MAX_CHUNK_ROWS).contains(&n) => n,
@@ -327,6 +341,7 @@ fn parse_snapshot(raw: RawSnapshot) -> std::result::Result<SnapshotConfig, Strin
     Ok(SnapshotConfig {
         initial,
         chunk_rows,
+        method,
     })
 }
 
@@ -996,7 +1011,8 @@ url = "/tmp/lake"
             c.snapshot,
             SnapshotConfig {
                 initial: true,
-                chunk_rows: 20_000
+                chunk_rows: 20_000,
+                method: SnapshotMethod::Auto,
             }
         );
         let snap = |body: &str| Config::parse(&format!("{MINIMAL}[snapshot]\n{body}\n"));
@@ -1005,14 +1021,16 @@ url = "/tmp/lake"
             c.snapshot,
             SnapshotConfig {
                 initial: false,
-                chunk_rows: 7
+                chunk_rows: 7,
+                method: SnapshotMethod::Consistent,
             }
         );
+        let c = snap("method = \"watermark\"").unwrap();
+        assert_eq!(c.snapshot.method, SnapshotMethod::Watermark);
         for (body, key) in [
             ("mode = \"sometimes\"", "snapshot.mode: "),
             ("chunk_rows = 0", "snapshot.chunk_rows: "),
             ("chunk_rows = 10000001", "snapshot.chunk_rows: "),
-            ("method = \"watermark\"", "snapshot.method: "),
             ("method = \"fast\"", "snapshot.method: "),
             ("new_tables = \"snapshot\"", "snapshot"),
         ] {

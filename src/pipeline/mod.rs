@@ -224,7 +224,10 @@ pub async fn run(
         Some(m) => m.snapshot.clone(),
         None if config.snapshot.initial && config.source.binlog_dir.is_none() => {
             let names: Vec<(String, String)> = tables.keys().cloned().collect();
-            Some(crate::snapshot::reader::plan(&config.source, &names).await?)
+            Some(
+                crate::snapshot::reader::plan(&config.source, config.snapshot.method, &names)
+                    .await?,
+            )
         }
         None => None,
     };
@@ -258,6 +261,7 @@ pub async fn run(
                 source: config.source.clone(),
                 server_id: server.server_id,
                 chunk_rows: config.snapshot.chunk_rows,
+                method: config.snapshot.method,
                 initial: progress.clone(),
             },
         )
@@ -1151,6 +1155,31 @@ impl Pipeline<'_> {
         )
         .map_err(|e| Error::decode(&self.file, start, format!("{name}: {e}")))?;
         self.tx_rows += rows as u64;
+        if let Some(run) = self.snapshot.as_mut().filter(|r| r.watches(&name)) {
+            // A chunk's watermark window is open on the table: its rows
+            // whose key changes here are left to the stream.
+            let mut changed = TableBuffer::new(Arc::clone(&plan.schema));
+            let origin = RowOrigin {
+                tx_seq: 0,
+                file: &self.file,
+                pos: start,
+                gtid: None,
+                timestamp,
+                sql: None,
+            };
+            decode_rows(
+                &plan,
+                kind,
+                body,
+                post_header,
+                &mut changed,
+                &origin,
+                &mut 0,
+                &mut DecodeStats::default(),
+            )
+            .map_err(|e| Error::decode(&self.file, start, format!("{name}: {e}")))?;
+            run.note_changed_rows(&name, &plan.schema, &changed.finish()?)?;
+        }
         Ok(())
     }
 
@@ -1216,6 +1245,14 @@ impl Pipeline<'_> {
         fx: crate::schema::tracker::DdlEffects,
         at: &StreamPoint,
     ) -> Result<()> {
+        if let Some(run) = self.snapshot.as_mut() {
+            for name in fx.markers.iter().map(|s| s.qualified_name()) {
+                run.table_changed(&name);
+            }
+            for name in &fx.closed {
+                run.table_changed(name);
+            }
+        }
         for shape in fx.markers {
             let name = shape.qualified_name();
             let needs_new = self

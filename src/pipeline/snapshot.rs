@@ -1,20 +1,24 @@
 //! The pipeline's side of the initial snapshot: announced chunks wait for the
 //! stream to reach their position and are placed there (see `crate::snapshot`).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use arrow::array::{Array, ArrayRef, BooleanArray, StructArray};
 use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, SortField};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info};
 
 use super::Pipeline;
 use crate::batch;
-use crate::config::SourceConfig;
+use crate::config::{SnapshotMethod, SourceConfig};
 use crate::error::{Error, Result};
 use crate::schema::TableSchema;
 use crate::snapshot::reader::{self, Work};
-use crate::snapshot::{ChunkId, ChunkRows, Message, Reply, SnapshotProgress, SnapshotState};
+use crate::snapshot::{
+    ChunkId, ChunkRows, Message, Reply, SnapshotProgress, SnapshotState, WindowEnd,
+};
 use crate::source::BinlogPosition;
 
 /// How often `run` logs a table's snapshot progress.
@@ -30,6 +34,9 @@ pub(super) struct SnapshotRun {
     /// Chunks placed before their rows arrived: the `_seq` range and `_tx_seq`
     /// kept for them.
     reserved: HashMap<ChunkId, Reserved>,
+    /// Chunks read in a watermark window that is open: the keys the stream
+    /// changed since it opened, and the rows once read.
+    windows: HashMap<ChunkId, Window>,
     /// Every table's snapshot as placed so far.
     pub progress: SnapshotProgress,
     /// Placed snapshot rows per table, not yet written out.
@@ -45,6 +52,7 @@ pub(super) struct SpawnArgs {
     pub source: SourceConfig,
     pub server_id: u32,
     pub chunk_rows: usize,
+    pub method: SnapshotMethod,
     /// The plan a new lake started with.
     pub initial: SnapshotProgress,
 }
@@ -54,7 +62,25 @@ struct Waiting {
     table: String,
     at: BinlogPosition,
     keyless: bool,
+    window: Option<Vec<String>>,
     reply: oneshot::Sender<Reply>,
+}
+
+/// A watermark window (see `crate::snapshot`).
+struct Window {
+    table: String,
+    shape: Arc<TableSchema>,
+    /// The key columns' places in `shape`.
+    key: Vec<usize>,
+    converter: RowConverter,
+    /// The keys of rows the stream changed since the window opened, in the
+    /// converter's byte form: equal values, equal bytes.
+    changed: HashSet<Box<[u8]>>,
+    /// The table's shape changed (or it was emptied) inside the window: the
+    /// read may have seen either side; it is read again.
+    reshaped: bool,
+    /// The chunk's rows and the window's end, once read.
+    read: Option<(ChunkRows, WindowEnd)>,
 }
 
 struct Reserved {
@@ -96,6 +122,7 @@ impl SnapshotRun {
             spawn.source.clone(),
             spawn.server_id,
             spawn.chunk_rows,
+            spawn.method,
             work,
             tx,
         );
@@ -104,6 +131,7 @@ impl SnapshotRun {
             task,
             waiting: VecDeque::new(),
             reserved: HashMap::new(),
+            windows: HashMap::new(),
             progress,
             buffers: BTreeMap::new(),
             finished: false,
@@ -117,9 +145,12 @@ impl SnapshotRun {
         match run {
             Some(r) if !r.finished => match r.rx.recv().await {
                 Some(m) => m,
-                None => Message::Failed(Error::Connection(
-                    "the snapshot reader ended without a word".into(),
-                )),
+                // It always says why it ends, unless it panicked: a bug,
+                // which a retry would only repeat.
+                None => Message::Failed(Error::Snapshot {
+                    table: "(reader)".into(),
+                    message: "the snapshot reader stopped unexpectedly (a bug: please report it with the log)".into(),
+                }),
             },
             _ => std::future::pending().await,
         }
@@ -148,6 +179,62 @@ impl SnapshotRun {
     pub fn take_buffer(&mut self, table: &str) -> Option<SnapshotBuffer> {
         self.buffers.remove(table)
     }
+
+    /// A watermark window is open on `table`.
+    pub fn watches(&self, table: &str) -> bool {
+        self.windows.values().any(|w| w.table == table)
+    }
+
+    /// A DDL statement changed or emptied `table`.
+    pub fn table_changed(&mut self, table: &str) {
+        for w in self.windows.values_mut().filter(|w| w.table == table) {
+            w.reshaped = true;
+        }
+    }
+
+    /// Notes the keys of the rows in `changed` (a rows event decoded in the
+    /// table's shape `shape`): the after image, and the before image of
+    /// updates.
+    pub fn note_changed_rows(
+        &mut self,
+        table: &str,
+        shape: &TableSchema,
+        changed: &RecordBatch,
+    ) -> Result<()> {
+        let before = changed
+            .column_by_name("_before")
+            .and_then(|c| c.as_any().downcast_ref::<StructArray>());
+        for w in self.windows.values_mut().filter(|w| w.table == table) {
+            if w.shape.version != shape.version {
+                w.reshaped = true;
+                continue;
+            }
+            let after: Vec<ArrayRef> = w
+                .key
+                .iter()
+                .map(|&i| Arc::clone(changed.column(i)))
+                .collect();
+            note_keys(w, &after)?;
+            if let Some(before) = before {
+                let keys: Vec<ArrayRef> = w
+                    .key
+                    .iter()
+                    .map(|&i| Arc::clone(before.column(i)))
+                    .collect();
+                note_keys(w, &keys)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn note_keys(w: &mut Window, keys: &[ArrayRef]) -> Result<()> {
+    let rows = w.converter.convert_columns(keys)?;
+    // Rows whose key is null (the before image of inserts and deletes)
+    // match no chunk row: chunk keys are never null.
+    w.changed
+        .extend(rows.iter().map(|r| Box::<[u8]>::from(r.as_ref())));
+    Ok(())
 }
 
 impl Pipeline<'_> {
@@ -164,6 +251,7 @@ impl Pipeline<'_> {
                 table,
                 at,
                 keyless,
+                window,
                 reply,
             } => {
                 if at < self.read_to {
@@ -177,6 +265,7 @@ impl Pipeline<'_> {
                     table,
                     at,
                     keyless,
+                    window,
                     reply,
                 });
                 if place && !self.in_tx {
@@ -184,7 +273,17 @@ impl Pipeline<'_> {
                     self.place_chunks(&upto).await?;
                 }
             }
-            Message::Rows(rows) => {
+            Message::Rows(mut rows) => {
+                if let Some(end) = rows.window_end.take() {
+                    if let Some(w) = run.windows.get_mut(&rows.chunk) {
+                        w.read = Some((rows, end));
+                    }
+                    if place && !self.in_tx {
+                        let upto = self.read_to.clone();
+                        self.place_chunks(&upto).await?;
+                    }
+                    return Ok(());
+                }
                 self.fill_chunk(rows)?;
                 self.flush_snapshot_buffers(false).await?;
             }
@@ -210,6 +309,7 @@ impl Pipeline<'_> {
     /// (the start of the next event, or what the stream has read when idle).
     /// Only called between transactions.
     pub(super) async fn place_chunks(&mut self, upto: &BinlogPosition) -> Result<()> {
+        self.place_windows(upto).await?;
         loop {
             let Some(run) = self.snapshot.as_mut() else {
                 return Ok(());
@@ -239,6 +339,13 @@ impl Pipeline<'_> {
                 .or_insert_with(|| crate::snapshot::TableSnapshot::new(0));
             if t.started_at.is_none() {
                 t.started_at = Some(now());
+            }
+            if let Some(names) = &w.window {
+                // The window opens here; the chunk is placed when it closes.
+                let window = open_window(&w.table, &shape, names)?;
+                run.windows.insert(w.chunk, window);
+                let _ = w.reply.send(Reply::Accept { shape });
+                continue;
             }
             let tx_seq = self.next_tx_seq;
             self.next_tx_seq += 1;
@@ -273,6 +380,76 @@ impl Pipeline<'_> {
             self.cursor.next_seq = self.next_seq;
             self.cursor.next_tx_seq = self.next_tx_seq;
         }
+    }
+
+    /// Places the chunks whose watermark window closed at or before `upto`,
+    /// without the rows whose key the stream changed inside the window.
+    /// Only called between transactions.
+    async fn place_windows(&mut self, upto: &BinlogPosition) -> Result<()> {
+        let Some(run) = self.snapshot.as_mut() else {
+            return Ok(());
+        };
+        let closed: Vec<ChunkId> = run
+            .windows
+            .iter()
+            .filter(|(_, w)| w.read.as_ref().is_some_and(|(_, end)| end.until <= *upto))
+            .map(|(&chunk, _)| chunk)
+            .collect();
+        for chunk in closed {
+            let Some(run) = self.snapshot.as_mut() else {
+                return Ok(());
+            };
+            let Some(mut w) = run.windows.remove(&chunk) else {
+                continue;
+            };
+            let Some((mut rows, end)) = w.read.take() else {
+                continue;
+            };
+            if w.reshaped {
+                let _ = end.placed.send(false);
+                continue;
+            }
+            let keys: Vec<ArrayRef> = w
+                .key
+                .iter()
+                .map(|&i| Arc::clone(&rows.columns[i]))
+                .collect();
+            let converted = w.converter.convert_columns(&keys)?;
+            let keep: BooleanArray = converted
+                .iter()
+                .map(|r| Some(!w.changed.contains(r.as_ref())))
+                .collect();
+            let kept = keep.true_count();
+            if kept < rows.rows {
+                debug!(table = %w.table, chunk, dropped = rows.rows - kept, "rows changed inside the window are left to the stream");
+                rows.columns = rows
+                    .columns
+                    .iter()
+                    .map(|c| arrow::compute::filter(c, &keep))
+                    .collect::<std::result::Result<_, _>>()?;
+                rows.rows = kept;
+            }
+            let tx_seq = self.next_tx_seq;
+            self.next_tx_seq += 1;
+            let seq = self.next_seq;
+            self.next_seq += kept as i64;
+            debug!(table = %w.table, at = %upto, seq, tx_seq, rows = kept, "snapshot chunk placed at its window's end");
+            run.reserved.insert(
+                chunk,
+                Reserved {
+                    shape: Arc::clone(&w.shape),
+                    seq,
+                    limit: Some(seq + kept as i64),
+                    tx_seq,
+                    at: upto.clone(),
+                },
+            );
+            self.fill_chunk(rows)?;
+            self.cursor.next_seq = self.next_seq;
+            self.cursor.next_tx_seq = self.next_tx_seq;
+            let _ = end.placed.send(true);
+        }
+        self.flush_snapshot_buffers(false).await
     }
 
     fn snapshot_chunk_rows(&self) -> usize {
@@ -449,6 +626,37 @@ impl Pipeline<'_> {
         let batch = arrow::compute::concat_batches(&buffer.batches[0].schema(), &buffer.batches)?;
         self.write_batch(buffer.shape, batch, false)
     }
+}
+
+fn open_window(table: &str, shape: &Arc<TableSchema>, names: &[String]) -> Result<Window> {
+    let key = names
+        .iter()
+        .map(|n| {
+            shape
+                .columns
+                .iter()
+                .position(|c| c.name.eq_ignore_ascii_case(n))
+                .ok_or_else(|| Error::Snapshot {
+                    table: table.to_string(),
+                    message: format!(
+                        "key column `{n}` is not in the table's shape at the chunk's position"
+                    ),
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let fields = key
+        .iter()
+        .map(|&i| SortField::new(shape.columns[i].kind.arrow_type()))
+        .collect();
+    Ok(Window {
+        table: table.to_string(),
+        shape: Arc::clone(shape),
+        key,
+        converter: RowConverter::new(fields)?,
+        changed: HashSet::new(),
+        reshaped: false,
+        read: None,
+    })
 }
 
 fn finish_table(t: &mut crate::snapshot::TableSnapshot) {

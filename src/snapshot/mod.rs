@@ -16,6 +16,15 @@
 //!    every later one. When the stream gets there before the rows do, the
 //!    chunk's `_seq` range is reserved and filled when they arrive.
 //!
+//! Where the server cannot name a consistent read's position (MySQL 8), a
+//! chunk is read in a *watermark window* instead: the reader announces the
+//! binlog head before its read and sends the head after it with the rows.
+//! From the opening position on, the pipeline notes the key of every row of
+//! the table that the stream changes; the chunk is placed once the stream
+//! has passed the closing position, without the rows whose key changed in
+//! between: the stream carries their newer state. A keyless table cannot be
+//! read this way.
+//!
 //! The state of every table's snapshot (rows, last key) commits with the
 //! manifest, so a restart resumes after the last committed chunk.
 
@@ -195,6 +204,10 @@ pub enum Message {
         table: String,
         at: BinlogPosition,
         keyless: bool,
+        /// The key columns of a chunk read in a watermark window that opens
+        /// at `at` (no consistent read): the pipeline notes the keys of the
+        /// table's rows that change from `at` until it places the chunk.
+        window: Option<Vec<String>>,
         reply: oneshot::Sender<Reply>,
     },
     /// The rows of an accepted chunk (a keyless read sends several parts,
@@ -239,6 +252,18 @@ pub struct ChunkRows {
     pub read_at_ms: i64,
     /// Bytes the columns hold.
     pub bytes: usize,
+    /// Where the watermark window of the chunk closed.
+    pub window_end: Option<WindowEnd>,
+}
+
+/// The end of a chunk's watermark window.
+pub struct WindowEnd {
+    /// The binlog head after the read: the chunk is placed at or after it,
+    /// without the rows whose key changed since the window opened.
+    pub until: BinlogPosition,
+    /// `true` once placed; `false` when the table changed shape inside the
+    /// window, and the chunk must be read again.
+    pub placed: oneshot::Sender<bool>,
 }
 
 #[cfg(test)]

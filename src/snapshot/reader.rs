@@ -9,8 +9,8 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info};
 
 use super::values::ChunkBuilder;
-use super::{ChunkId, ChunkRows, KeyValue, Message, Reply};
-use crate::config::SourceConfig;
+use super::{ChunkId, ChunkRows, KeyValue, Message, Reply, WindowEnd};
+use crate::config::{SnapshotMethod, SourceConfig};
 use crate::error::{Error, Result};
 use crate::schema::{ColumnKind, TableSchema};
 use crate::source::{self, BinlogPosition};
@@ -42,6 +42,7 @@ pub fn spawn(
     source: SourceConfig,
     server_id: u32,
     chunk_rows: usize,
+    method: SnapshotMethod,
     work: Vec<Work>,
     to_pipeline: mpsc::Sender<Message>,
 ) -> tokio::task::JoinHandle<()> {
@@ -50,6 +51,7 @@ pub fn spawn(
         let mut reader = Reader {
             tx: to_pipeline,
             chunk_rows,
+            method,
             next_chunk: 0,
         };
         let outcome = reader.read_all(&source, server_id, work).await;
@@ -65,6 +67,9 @@ pub fn spawn(
 struct Reader {
     tx: mpsc::Sender<Message>,
     chunk_rows: usize,
+    /// As configured until the session is prepared, then `Consistent` or
+    /// `Watermark`.
+    method: SnapshotMethod,
     next_chunk: ChunkId,
 }
 
@@ -94,6 +99,8 @@ impl Reader {
         }
         let mut conn = source::connect(cfg).await?;
         prepare_session(&mut conn, server_id).await?;
+        self.method = resolve_method(&mut conn, self.method).await?;
+        info!(method = ?self.method, "snapshot reader connected");
         for w in work {
             match self.read_table(&mut conn, w).await {
                 Ok(()) => {}
@@ -122,16 +129,26 @@ impl Reader {
             }
             None => info!(%table, "snapshot of a table without a usable key: one consistent read"),
         }
+        let watermark = self.method == SnapshotMethod::Watermark;
+        if watermark && key.is_none() {
+            return Err(Halt::Failed(keyless_under_watermark(table)));
+        }
         let mut after = w.after;
         let mut retries = 0u32;
         loop {
             self.next_chunk += 1;
             let chunk = self.next_chunk;
             let sql = |e: mysql_async::Error| Halt::Failed(server_error(table, e));
-            conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-                .await
-                .map_err(sql)?;
-            let at = snapshot_position(conn).await?;
+            let at = if watermark {
+                // The window opens at the head: the rows read below are
+                // those of some point after it.
+                binlog_head(conn).await.map_err(sql)?
+            } else {
+                conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                    .await
+                    .map_err(sql)?;
+                snapshot_position(conn).await?
+            };
             let read_at_ms = chrono::Utc::now().timestamp_millis();
             let (reply_tx, reply_rx) = oneshot::channel();
             self.send(Message::Announce {
@@ -139,19 +156,27 @@ impl Reader {
                 table: table.to_string(),
                 at: at.clone(),
                 keyless: key.is_none(),
+                window: key
+                    .as_ref()
+                    .filter(|_| watermark)
+                    .map(|k| k.iter().map(|c| c.name.clone()).collect()),
                 reply: reply_tx,
             })
             .await?;
             let shape = match reply_rx.await.map_err(|_| Halt::Stopped)? {
                 Reply::Accept { shape } => shape,
                 Reply::TooLate => {
-                    conn.query_drop("ROLLBACK").await.map_err(sql)?;
+                    if !watermark {
+                        conn.query_drop("ROLLBACK").await.map_err(sql)?;
+                    }
                     retries += 1;
                     debug!(%table, %at, retries, "the stream passed the chunk's position; reading again");
                     continue;
                 }
                 Reply::Skip => {
-                    conn.query_drop("ROLLBACK").await.map_err(sql)?;
+                    if !watermark {
+                        conn.query_drop("ROLLBACK").await.map_err(sql)?;
+                    }
                     return Ok(());
                 }
             };
@@ -175,15 +200,23 @@ impl Reader {
             };
             match read {
                 Ok(end) => {
-                    conn.query_drop("COMMIT").await.map_err(sql)?;
+                    if !watermark {
+                        conn.query_drop("COMMIT").await.map_err(sql)?;
+                    }
                     if end.last {
                         return Ok(());
                     }
                     after = end.last_key;
                 }
                 Err(ReadError::Stopped) => return Err(Halt::Stopped),
+                Err(ReadError::WindowChanged) => {
+                    retries += 1;
+                    debug!(%table, retries, "the table's shape changed inside the chunk's window; reading it again");
+                }
                 Err(e) => {
-                    let _ = conn.query_drop("ROLLBACK").await;
+                    if !watermark {
+                        let _ = conn.query_drop("ROLLBACK").await;
+                    }
                     match (redo_reason(&e), &key) {
                         (Some(Redo::Again), Some(_)) => {
                             debug!(%table, error = %e, "the table changed under the chunk; reading it again");
@@ -258,16 +291,39 @@ impl Reader {
         };
         let last = builder.rows < self.chunk_rows;
         debug!(%table, chunk, rows = builder.rows, ?last_key, "snapshot chunk read");
+        let (window_end, placed) = if self.method == SnapshotMethod::Watermark {
+            // The window closes at the head after the read; the pipeline
+            // places the chunk once its stream has passed it.
+            let until = binlog_head(conn).await?;
+            let (placed_tx, placed_rx) = oneshot::channel();
+            (
+                Some(WindowEnd {
+                    until,
+                    placed: placed_tx,
+                }),
+                Some(placed_rx),
+            )
+        } else {
+            (None, None)
+        };
         self.send_rows(
             chunk,
             table,
             builder,
-            last_key.clone(),
-            last,
-            true,
+            ChunkTail {
+                last_key: last_key.clone(),
+                last_chunk: last,
+                last_part: true,
+                window_end,
+            },
             read_at_ms,
         )
         .await?;
+        if let Some(placed) = placed {
+            if !placed.await.map_err(|_| ReadError::Stopped)? {
+                return Err(ReadError::WindowChanged);
+            }
+        }
         Ok(ChunkEnd { last_key, last })
     }
 
@@ -286,12 +342,12 @@ impl Reader {
             builder.push(&row.unwrap()).map_err(ReadError::Value)?;
             if builder.rows >= self.chunk_rows {
                 let full = std::mem::replace(&mut builder, ChunkBuilder::new(shape));
-                self.send_rows(chunk, table, full, None, false, false, read_at_ms)
+                self.send_rows(chunk, table, full, ChunkTail::part(false), read_at_ms)
                     .await?;
             }
         }
         drop(result);
-        self.send_rows(chunk, table, builder, None, true, true, read_at_ms)
+        self.send_rows(chunk, table, builder, ChunkTail::part(true), read_at_ms)
             .await?;
         Ok(ChunkEnd {
             last_key: None,
@@ -299,17 +355,20 @@ impl Reader {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn send_rows(
         &mut self,
         chunk: ChunkId,
         table: &str,
         builder: ChunkBuilder,
-        last_key: Option<Vec<KeyValue>>,
-        last_chunk: bool,
-        last_part: bool,
+        tail: ChunkTail,
         read_at_ms: i64,
     ) -> std::result::Result<(), ReadError> {
+        let ChunkTail {
+            last_key,
+            last_chunk,
+            last_part,
+            window_end,
+        } = tail;
         let (rows, zero_dates, bytes) = (builder.rows, builder.zero_dates, builder.bytes);
         let columns = builder.finish().map_err(ReadError::Value)?;
         self.tx
@@ -324,6 +383,7 @@ impl Reader {
                 zero_dates,
                 read_at_ms,
                 bytes,
+                window_end,
             }))
             .await
             .map_err(|_| ReadError::Stopped)
@@ -335,6 +395,26 @@ struct ChunkEnd {
     last: bool,
 }
 
+/// What a part of a chunk tells besides its rows.
+struct ChunkTail {
+    last_key: Option<Vec<KeyValue>>,
+    last_chunk: bool,
+    last_part: bool,
+    window_end: Option<WindowEnd>,
+}
+
+impl ChunkTail {
+    /// A part of a keyless table's one read.
+    fn part(last: bool) -> Self {
+        ChunkTail {
+            last_key: None,
+            last_chunk: last,
+            last_part: last,
+            window_end: None,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 enum ReadError {
     #[error("{0}")]
@@ -343,6 +423,9 @@ enum ReadError {
     Value(String),
     #[error("the pipeline stopped")]
     Stopped,
+    /// The table's shape changed inside a watermark window: read again.
+    #[error("the table changed shape during the read")]
+    WindowChanged,
 }
 
 enum Redo {
@@ -389,11 +472,18 @@ async fn prepare_session(conn: &mut Conn, server_id: u32) -> Result<()> {
     ] {
         conn.query_drop(statement).await.map_err(q)?;
     }
-    let (id, isolation): (u32, String) = conn
+    // MySQL 8 knows only the newer name, MariaDB 10.11 only the older.
+    let (id, isolation): (u32, String) = match conn
         .query_first("SELECT @@server_id, @@session.tx_isolation")
         .await
-        .map_err(q)?
-        .unwrap_or_default();
+    {
+        Err(mysql_async::Error::Server(e)) if e.code == 1193 => conn
+            .query_first("SELECT @@server_id, @@session.transaction_isolation")
+            .await
+            .map_err(q)?,
+        other => other.map_err(q)?,
+    }
+    .unwrap_or_default();
     if id != server_id {
         return Err(Error::Preflight(format!(
             "the snapshot connection reached server_id {id}, the binlog stream server_id {server_id}: a proxy routes connections to different servers; point source.url at one server"
@@ -405,6 +495,52 @@ async fn prepare_session(conn: &mut Conn, server_id: u32) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The method the server allows: `consistent` needs the position of a
+/// consistent read (MariaDB's `binlog_snapshot_*` status variables).
+async fn resolve_method(conn: &mut Conn, configured: SnapshotMethod) -> Result<SnapshotMethod> {
+    if configured == SnapshotMethod::Watermark {
+        return Ok(configured);
+    }
+    let rows: Vec<(String, Vec<u8>)> = conn
+        .query("SHOW STATUS LIKE 'binlog_snapshot_position'")
+        .await
+        .map_err(|e| Error::Preflight(format!("snapshot connection: {e}")))?;
+    match (configured, rows.is_empty()) {
+        (_, false) => Ok(SnapshotMethod::Consistent),
+        (SnapshotMethod::Auto, true) => Ok(SnapshotMethod::Watermark),
+        _ => Err(Error::Preflight(
+            "the server has no binlog_snapshot_position (MySQL), so [snapshot] method = \"consistent\" cannot place a read in the stream; use method = \"auto\" or \"watermark\"".into(),
+        )),
+    }
+}
+
+fn keyless_under_watermark(table: &str) -> Error {
+    Error::Snapshot {
+        table: table.to_string(),
+        message: "has neither a primary key nor a NOT NULL unique key, and the watermark snapshot method (the server has no binlog_snapshot_position) needs one to leave rows that change during a read to the stream; add a key, exclude the table ([filter] exclude), or set [snapshot] mode = \"never\"".into(),
+    }
+}
+
+/// Where the next event will be written: `SHOW MASTER STATUS`, or its
+/// MySQL 8.4 name.
+async fn binlog_head(conn: &mut Conn) -> std::result::Result<BinlogPosition, mysql_async::Error> {
+    let row: Option<mysql_async::Row> = match conn.query_first("SHOW MASTER STATUS").await {
+        Err(mysql_async::Error::Server(e)) if e.code == 1064 => {
+            conn.query_first("SHOW BINARY LOG STATUS").await?
+        }
+        other => other?,
+    };
+    let (file, pos) = row
+        .and_then(|mut r| {
+            Some((
+                r.take_opt::<String, _>(0)?.ok()?,
+                r.take_opt::<u64, _>(1)?.ok()?,
+            ))
+        })
+        .unwrap_or_default();
+    Ok(BinlogPosition { file, pos })
 }
 
 /// The binlog position of the consistent read just opened.
@@ -604,6 +740,7 @@ fn chunk_query(
 /// Aria: no transactions) is a definite error naming it and the ways out.
 pub async fn plan(
     cfg: &SourceConfig,
+    method: SnapshotMethod,
     tables: &[(String, String)],
 ) -> Result<super::SnapshotProgress> {
     let mut progress = super::SnapshotProgress::new();
@@ -611,6 +748,7 @@ pub async fn plan(
         return Ok(progress);
     }
     let mut conn = source::connect(cfg).await?;
+    let watermark = resolve_method(&mut conn, method).await? == SnapshotMethod::Watermark;
     let q = |e: mysql_async::Error| Error::Preflight(format!("snapshot plan: {e}"));
     for (db, name) in tables {
         let row: Option<TableFacts> = conn
@@ -636,6 +774,9 @@ pub async fn plan(
                     "engine {engine} has no transactions, so no consistent read can cover it; exclude the table ([filter] exclude), convert it (ALTER TABLE `{db}`.`{name}` ENGINE=InnoDB), or set [snapshot] mode = \"never\""
                 ),
             });
+        }
+        if watermark && key_columns(&mut conn, db, name).await?.is_none() {
+            return Err(keyless_under_watermark(&format!("{db}.{name}")));
         }
         progress.insert(
             format!("{db}.{name}"),
