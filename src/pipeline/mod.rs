@@ -1706,7 +1706,7 @@ impl Pipeline<'_> {
                     .chain(
                         self.xa_written
                             .iter()
-                            .map(|p| crate::commit::stored_path(&p)),
+                            .map(|p| crate::commit::stored_path(p)),
                     )
                     .chain(schema_objects);
                 for path in paths {

@@ -26,7 +26,7 @@ use alter::{alter_clause, is_order_by_item, split_top_level, sql_table_clause_st
 pub use create::charset_of_collation;
 use create::{charset_option, create_change, create_with_column_list, object_name};
 pub use normalize::ServerVersion;
-use normalize::{normalize_mariadb, periods, unwrap_executable_comments};
+use normalize::{normalize_mariadb, periods, unwrap_executable_comments, without_plain_comments};
 pub use scan::{ddl_effect, DdlEffect};
 use scan::{tokenize, Token, Tokens};
 
@@ -139,7 +139,7 @@ pub fn parse_ddl_on(
     default_db: &str,
     server: Option<ServerVersion>,
 ) -> Result<Vec<Change>, String> {
-    let unwrapped = unwrap_executable_comments(statement, server);
+    let unwrapped = without_plain_comments(&unwrap_executable_comments(statement, server));
     let (periods, versioned) = periods(&unwrapped);
     let period_ops: Vec<AlterOp> = periods
         .into_iter()

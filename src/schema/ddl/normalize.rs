@@ -315,3 +315,56 @@ fn outside_strings_masked(sql: &str) -> String {
     }
     out
 }
+
+/// `sql` without its plain comments (`/* … */`, `# …`, `-- …`), each
+/// replaced by a space; run after [`unwrap_executable_comments`], so the
+/// comments left are the ones the server did not execute (MariaDB logs
+/// `/*M!999999 … */` as `/*M 999999 … */`). ALTER TABLE is split at commas,
+/// and a comma inside a comment must not split it.
+pub(super) fn without_plain_comments(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if let Some(q) = quote {
+            out.push(c);
+            if c == '\\' && q != '`' {
+                out.extend(chars.next());
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        let next = chars.peek().copied();
+        let line_comment = c == '#'
+            || (c == '-' && next == Some('-') && {
+                let mut ahead = chars.clone();
+                ahead.next();
+                ahead.next().is_none_or(char::is_whitespace)
+            });
+        if c == '/' && next == Some('*') {
+            chars.next();
+            let mut last = ' ';
+            for d in chars.by_ref() {
+                if last == '*' && d == '/' {
+                    break;
+                }
+                last = d;
+            }
+            out.push(' ');
+        } else if line_comment {
+            for d in chars.by_ref() {
+                if d == '\n' {
+                    break;
+                }
+            }
+            out.push(' ');
+        } else {
+            if matches!(c, '\'' | '"' | '`') {
+                quote = Some(c);
+            }
+            out.push(c);
+        }
+    }
+    out
+}

@@ -360,6 +360,11 @@ fn executable_comments_count_as_the_source_server_counted_them() {
     assert_eq!(added(sql, v("11.4.2-MariaDB")), ["a", "c", "d", "e", "f"]);
     // An unknown server: every executable comment, as before.
     assert_eq!(added(sql, None), ["a", "b", "c", "d", "e", "f"]);
+    // The binlog holds what the server did not execute as a plain comment
+    // (`/*M 999999 … */`), whose commas split nothing.
+    let logged = "ALTER TABLE t ADD a INT /*M 999999 , ADD b INT */ /* x, y */ -- , ADD c INT\n, \
+                  ADD `#d` INT # , ADD e INT\n";
+    assert_eq!(added(logged, mariadb), ["a", "#d"]);
 }
 
 #[test]
