@@ -546,6 +546,7 @@ fn check_corpus(entries: &[Entry], min_tables: usize) {
         );
         compared += 1;
     }
+    eprintln!("ddl corpus: {compared} tables' rows equal the server's");
     assert!(compared >= min_tables, "only {compared} tables compared");
 }
 
