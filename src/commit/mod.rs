@@ -115,6 +115,13 @@ pub fn file_checkpoint_seq(name: &str) -> Option<u64> {
     name.strip_prefix("part-")?.split('-').next()?.parse().ok()
 }
 
+/// The object path of a path this lake recorded (a manifest's file, a
+/// pending or held file): already encoded by [`data_file_path`], so taken as
+/// it is and never encoded a second time (a table `a/a` is in `a%2Fa`).
+pub fn stored_path(path: &str) -> Path {
+    Path::parse(path).unwrap_or_else(|_| Path::from(path))
+}
+
 pub fn data_file_path(db: &str, table: &str, seq: u64, n: u32, writer: &str) -> Path {
     // Path::from_iter percent-encodes characters an object key should not hold.
     Path::from_iter([
@@ -348,7 +355,7 @@ impl Lake {
     /// something else deletes in this lake: committing would lose its rows.
     pub async fn verify_files(&self, files: &[&DataFile]) -> Result<()> {
         let heads = futures::stream::iter(files.iter().map(|f| async move {
-            let path = Path::from(f.path.as_str());
+            let path = stored_path(&f.path);
             (f, self.store.head(&path).await)
         }))
         .buffer_unordered(8)

@@ -198,6 +198,7 @@ pub async fn run(
     }
     let mut tracker =
         SchemaTracker::new(history, config.filter.clone(), db_charsets, server_charset)?;
+    tracker.set_server_version(&server.version);
 
     let cursor = match &committed {
         Some(m) => m.cursor.clone(),
@@ -725,7 +726,7 @@ impl Pipeline<'_> {
             if let Err(e) = self
                 .lake
                 .store
-                .delete(&object_store::path::Path::from(path.as_str()))
+                .delete(&crate::commit::stored_path(&path))
                 .await
             {
                 warn!(%path, error = %e, "could not delete an uncommitted file; the next start removes it");
@@ -909,6 +910,11 @@ impl Pipeline<'_> {
             }
             et::FORMAT_DESCRIPTION => {
                 *saw_fde = true;
+                // The server version of the file's writer (bytes 2..52).
+                if let Some(v) = body.get(2..52) {
+                    let v = String::from_utf8_lossy(v);
+                    self.tracker.set_server_version(v.trim_end_matches('\0'));
+                }
                 self.pass_file_header(end);
                 Ok(false)
             }
@@ -1450,7 +1456,7 @@ impl Pipeline<'_> {
             if !self.savepoints.overlaps(&table_name, &seqs) {
                 continue;
             }
-            let old_path = object_store::path::Path::from(old.as_str());
+            let old_path = crate::commit::stored_path(&old);
             let bytes = self.lake.store.get(&old_path).await?.bytes().await?;
             let batch = self
                 .savepoints
@@ -1584,7 +1590,7 @@ impl Pipeline<'_> {
         file: &DataFile,
         resequence: Option<(i64, i64)>,
     ) -> Result<DataFile> {
-        let held = object_store::path::Path::from(file.path.as_str());
+        let held = crate::commit::stored_path(&file.path);
         let bytes = self.lake.store.get(&held).await?.bytes().await?;
         let mut batch = sink::decode_parquet(bytes)?;
         if let Some((first, tx_seq)) = resequence {
@@ -1733,11 +1739,11 @@ impl Pipeline<'_> {
                 let paths = manifest
                     .files
                     .iter()
-                    .map(|f| object_store::path::Path::from(f.path.as_str()))
+                    .map(|f| crate::commit::stored_path(&f.path))
                     .chain(
                         self.xa_written
                             .iter()
-                            .map(|p| object_store::path::Path::from(p.as_str())),
+                            .map(|p| crate::commit::stored_path(p)),
                     )
                     .chain(schema_objects);
                 for path in paths {
@@ -1765,7 +1771,7 @@ impl Pipeline<'_> {
         self.file_seqs.clear();
         self.xa_written.clear();
         for path in std::mem::take(&mut self.xa_done) {
-            let path = object_store::path::Path::from(path.as_str());
+            let path = crate::commit::stored_path(&path);
             if let Err(e) = self.lake.store.delete(&path).await {
                 warn!(%path, error = %e, "could not delete a held file of a resolved XA transaction; the next start removes it");
             }

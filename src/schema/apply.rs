@@ -26,10 +26,11 @@ fn resolve_charset(spec: &ColumnSpec, table_charset: &str) -> Option<String> {
 }
 
 fn column_from_spec(spec: &ColumnSpec, table_charset: &str) -> Result<ColumnDef, String> {
+    let charset = resolve_charset(spec, table_charset);
     ColumnDef::new(
         spec.name.clone(),
-        spec.mysql_type.to_ascii_lowercase(),
-        resolve_charset(spec, table_charset),
+        types::server_type(&spec.mysql_type, charset.as_deref()),
+        charset,
         spec.nullable,
         spec.primary_key,
     )
@@ -97,9 +98,10 @@ pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, Strin
         AlterOp::Add(..) => 1,
         AlterOp::IfColumn { op, .. } if matches!(op.as_ref(), AlterOp::Add(..)) => 1,
         AlterOp::AddPrimaryKey(_) | AlterOp::AddPrimaryKeyIfNone(_) | AlterOp::DropPrimaryKey => 2,
+        AlterOp::Period { .. } => 3,
         _ => 0,
     };
-    for p in 0..3 {
+    for p in 0..4 {
         for op in ops.iter().filter(|op| phase(op) == p) {
             apply_op(&mut altered, op, &base.columns)?;
         }
@@ -184,6 +186,21 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
             }
         }
         AlterOp::DefaultCharset(cs) => t.charset = cs.clone(),
+        AlterOp::Period {
+            start,
+            end,
+            system_versioned,
+        } => {
+            let keyed = columns.iter().any(|c| c.primary_key);
+            for name in [start, end] {
+                let i = index_of(columns, name)?;
+                columns[i].nullable = false;
+            }
+            if *system_versioned && keyed {
+                let i = index_of(columns, end)?;
+                columns[i].primary_key = true;
+            }
+        }
         // The server decides `IF [NOT] EXISTS` against the table before the
         // statement, and skips a clause that an earlier one made moot:
         // `DROP COLUMN IF EXISTS b, ADD COLUMN IF NOT EXISTS b …` only drops b.
@@ -198,22 +215,15 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
     Ok(())
 }
 
-/// The most bytes one character takes in a charset.
-fn max_bytes_per_char(charset: &str) -> u64 {
-    match charset {
-        "utf8mb4" | "utf16" | "utf16le" | "utf32" | "gb18030" => 4,
-        "utf8mb3" | "utf8" | "ujis" | "eucjpms" => 3,
-        "ucs2" | "gbk" | "gb2312" | "big5" | "sjis" | "cp932" | "euckr" => 2,
-        _ => 1,
-    }
-}
-
 /// The type the server gives a text column when `CONVERT TO CHARACTER SET`
 /// changes its charset: the length in characters is kept, so a TINYTEXT,
 /// TEXT or MEDIUMTEXT whose bytes no longer fit becomes the next larger
 /// text type, and so does a VARCHAR longer than a row allows (65535 bytes).
 fn converted_type(mysql_type: &str, from: &str, to: &str) -> String {
-    let (from_max, to_max) = (max_bytes_per_char(from), max_bytes_per_char(to));
+    let (from_max, to_max) = (
+        types::max_bytes_per_char(from),
+        types::max_bytes_per_char(to),
+    );
     if to_max <= from_max {
         return mysql_type.to_string();
     }
@@ -411,7 +421,10 @@ pub fn derive_from_table_map(tme: &TableMapEvent<'_>) -> Result<Option<Vec<Colum
                 let bytes = m1 | (((m0 & 0x30) ^ 0x30) << 4);
                 match cs.as_deref() {
                     Some("binary") | None => (format!("binary({bytes})"), None),
-                    Some(c) => (format!("char({})", bytes / max_bytes_per_char(c)), cs),
+                    Some(c) => (
+                        format!("char({})", bytes / types::max_bytes_per_char(c)),
+                        cs,
+                    ),
                 }
             }
             T::MYSQL_TYPE_VARCHAR | T::MYSQL_TYPE_VAR_STRING => {
@@ -419,7 +432,10 @@ pub fn derive_from_table_map(tme: &TableMapEvent<'_>) -> Result<Option<Vec<Colum
                 let bytes = m0 | (m1 << 8);
                 match cs.as_deref() {
                     Some("binary") | None => (format!("varbinary({bytes})"), None),
-                    Some(c) => (format!("varchar({})", bytes / max_bytes_per_char(c)), cs),
+                    Some(c) => (
+                        format!("varchar({})", bytes / types::max_bytes_per_char(c)),
+                        cs,
+                    ),
                 }
             }
             T::MYSQL_TYPE_BLOB

@@ -10,7 +10,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::apply::{apply_alter, columns_from_specs, derive_from_table_map};
-use super::ddl::{ddl_effect, parse_ddl, Change, DdlEffect, TableName};
+use super::ddl::{ddl_effect, parse_ddl_on, Change, DdlEffect, ServerVersion, TableName};
 use super::history::{SchemaHistory, TableVersion};
 use super::{ColumnDef, TableSchema};
 use crate::config::TableFilter;
@@ -68,6 +68,9 @@ pub struct SchemaTracker {
     /// only when it commits, so a retry from the checkpoint before them
     /// (which re-reads the statements they replace) finds them again.
     applied_resyncs: Vec<(TableName, BinlogPosition)>,
+    /// The server that wrote the binlog being read: it decides which
+    /// executable comments of a statement were executed.
+    server: Option<ServerVersion>,
 }
 
 impl SchemaTracker {
@@ -87,9 +90,18 @@ impl SchemaTracker {
             ddl_log: Vec::new(),
             provisional: HashMap::new(),
             applied_resyncs: Vec::new(),
+            server: None,
         };
         t.reload()?;
         Ok(t)
+    }
+
+    /// The version of the server whose statements follow (`@@version`, or
+    /// the format description event of the binlog file being read).
+    pub fn set_server_version(&mut self, version: &str) {
+        if let Some(v) = ServerVersion::parse(version) {
+            self.server = Some(v);
+        }
     }
 
     pub fn history(&self) -> &SchemaHistory {
@@ -303,7 +315,7 @@ impl SchemaTracker {
         at: &StreamPoint,
     ) -> Result<DdlEffects> {
         let mut fx = DdlEffects::default();
-        let changes = match parse_ddl(statement, default_db) {
+        let changes = match parse_ddl_on(statement, default_db, self.server) {
             Ok(c) => c,
             Err(why) => {
                 let named: Vec<TableName> = match ddl_effect(statement, default_db) {

@@ -102,6 +102,8 @@ pub fn kind_from_type(text: &str, charset: Option<&str>) -> Result<ColumnKind, S
             bytes: 8,
             unsigned: true,
         },
+        // FLOAT(p) with a precision above 24 is a DOUBLE.
+        "float" if n.len() == 1 && n[0] > 24 => ColumnKind::Double,
         "float" => ColumnKind::Float,
         "double" | "real" => ColumnKind::Double,
         "decimal" | "numeric" | "dec" | "fixed" => {
@@ -154,6 +156,63 @@ pub fn kind_from_type(text: &str, charset: Option<&str>) -> Result<ColumnKind, S
         "uuid" => ColumnKind::Uuid,
         other => return Err(format!("type {other} is not supported")),
     })
+}
+
+/// A type text as the server words it: lower case outside ENUM/SET labels
+/// (whose case is kept), and `TEXT(n)`/`BLOB(n)` as the smallest text or
+/// blob type holding `n` characters of `charset` (bytes for BLOB).
+pub fn server_type(text: &str, charset: Option<&str>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<char> = None;
+    let mut chars = text.trim().chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                out.push(c);
+                if c == '\\' {
+                    out.extend(chars.next());
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => {
+                if c == '\'' || c == '"' {
+                    quote = Some(c);
+                }
+                out.push(c.to_ascii_lowercase());
+            }
+        }
+    }
+    let Ok(t) = split(&out) else {
+        return out;
+    };
+    let size = |bytes: u64, kinds: [&str; 4]| {
+        let kind = match bytes {
+            0..=255 => kinds[0],
+            256..=65_535 => kinds[1],
+            65_536..=16_777_215 => kinds[2],
+            _ => kinds[3],
+        };
+        kind.to_string()
+    };
+    match (t.base.as_str(), numbers(t.args).first()) {
+        ("text", Some(&n)) => size(
+            n.saturating_mul(charset.map_or(1, max_bytes_per_char)),
+            ["tinytext", "text", "mediumtext", "longtext"],
+        ),
+        ("blob", Some(&n)) => size(n, ["tinyblob", "blob", "mediumblob", "longblob"]),
+        _ => out,
+    }
+}
+
+/// The most bytes one character takes in a charset.
+pub fn max_bytes_per_char(charset: &str) -> u64 {
+    match charset {
+        "utf8mb4" | "utf16" | "utf16le" | "utf32" | "gb18030" => 4,
+        "utf8mb3" | "utf8" | "ujis" | "eucjpms" => 3,
+        "ucs2" | "gbk" | "gb2312" | "big5" | "sjis" | "cp932" | "euckr" => 2,
+        _ => 1,
+    }
 }
 
 /// Whether values of this type carry a character set.
@@ -299,5 +358,32 @@ mod tests {
             vec!["a", "b'c", "d,e"]
         );
         assert!(is_textual("ENUM('x')") && !is_textual("int"));
+        assert_eq!(kind_from_type("float(30)", None), Ok(ColumnKind::Double));
+        assert_eq!(kind_from_type("FLOAT(24)", None), Ok(ColumnKind::Float));
+        assert_eq!(kind_from_type("float(7,3)", None), Ok(ColumnKind::Float));
+    }
+
+    #[test]
+    fn server_type_keeps_label_case_and_sizes_text_and_blob() {
+        // As SHOW CREATE TABLE words them on MariaDB 10.11.
+        for (t, cs, server) in [
+            (
+                "ENUM('PENDING', 'Ok')",
+                Some("utf8mb4"),
+                "enum('PENDING', 'Ok')",
+            ),
+            ("SET('A''B')", Some("latin1"), "set('A''B')"),
+            ("VARCHAR(10)", Some("utf8mb4"), "varchar(10)"),
+            ("TEXT(150)", Some("ascii"), "tinytext"),
+            ("TEXT(63)", Some("utf8mb4"), "tinytext"),
+            ("TEXT(64)", Some("utf8mb4"), "text"),
+            ("text(1)", Some("utf8mb3"), "tinytext"),
+            ("TEXT(70000)", Some("latin1"), "mediumtext"),
+            ("BLOB(255)", None, "tinyblob"),
+            ("BLOB(300)", None, "blob"),
+            ("TEXT", Some("utf8mb4"), "text"),
+        ] {
+            assert_eq!(server_type(t, cs), server, "{t} {cs:?}");
+        }
     }
 }

@@ -1070,7 +1070,9 @@ impl Lake {
                     "{rel} is listed by more than one manifest"
                 );
                 let (db, tbl) = table.split_once('.').expect("table is db.table");
-                let prefix = format!("{db}/{tbl}/part-{mseq:020}-");
+                // Names an object key should not hold are percent-encoded (`a/a` is `a%2Fa`).
+                let folder = object_store::path::Path::from_iter([db, tbl]);
+                let prefix = format!("{folder}/part-{mseq:020}-");
                 assert!(
                     rel.starts_with(&prefix) && rel.ends_with(&format!("-{writer}.parquet")),
                     "manifest {mseq}: file {rel} is not named {prefix}<n>-{writer}.parquet"

@@ -12,9 +12,13 @@ followed by the table-shape statements (CREATE/ALTER/RENAME/DROP/TRUNCATE
 TABLE) of MariaDB's own tests, each test file in a database of its own (c1,
 c2, ...). They are run in order on a fresh private mariadbd, with
 corpus_meta.after_ddl (tests/data/ddl_corpus_setup.sql) after each one exactly
-as the test does; a statement is kept when it succeeds and leaves no table
-with columns that information_schema does not show (see corpus_meta.hidden).
-The runs repeat until every kept statement succeeds.
+as the test does; a statement is kept when it succeeds, leaves no table
+with columns that information_schema does not show (see corpus_meta.hidden)
+and no table with transaction-precise system versioning, whose changes
+MariaDB logs as statements even with binlog_format=ROW (see
+corpus_meta.trx_versioned; the rows inserted into such a table would stop
+sluice, as README says). The runs repeat until every kept statement
+succeeds. At the end it prints how many statements were left out, per reason.
 """
 import json
 import os
@@ -155,7 +159,8 @@ def tables_of(sql):
     return []
 
 
-def candidates(test_dir):
+def candidates(test_dir, excluded):
+    """The statements to try, in order; counts the ones left out in `excluded`."""
     out = []
     forms = os.path.join(HERE, "ddl_forms.sql")
     for line, sql in statements(forms):
@@ -170,15 +175,22 @@ def candidates(test_dir):
         for line, sql in statements(path):
             if not SHAPE.match(sql):
                 continue
-            if any(r.search(sql) for r, _ in EXCLUDE):
+            reason = next((why for r, why in EXCLUDE if r.search(sql)), None)
+            if reason:
+                excluded[reason] = excluded.get(reason, 0) + 1
                 continue
             tables = tables_of(sql)
             if not tables:
                 print("no table name in %s:%d %s" % (rel, line, sql[:80]), file=sys.stderr)
+                excluded["no table name"] = excluded.get("no table name", 0) + 1
                 continue
             picked.append({"db": "c%d" % i, "src": "mysql-test/%s:%d" % (rel, line), "sql": sql,
                            "tables": tables})
-        out.extend(windows(picked))
+        kept = windows(picked)
+        if len(kept) < len(picked):
+            excluded["outside the windows of a long file"] = (
+                excluded.get("outside the windows of a long file", 0) + len(picked) - len(kept))
+        out.extend(kept)
     return out
 
 
@@ -220,7 +232,9 @@ def run_pass(entries):
             lines.append(e["sql"] + ";")
             hidden = " + ".join("corpus_meta.hidden('%s', %s)" % (e["db"], sql_text(t))
                                 for t in e["tables"]) or "0"
-            lines.append("SELECT '#hidden', %d, %s;" % (i, hidden))
+            trx = " + ".join("corpus_meta.trx_versioned('%s', %s)" % (e["db"], sql_text(t))
+                             for t in e["tables"]) or "0"
+            lines.append("SELECT '#hidden', %d, %s, %s;" % (i, hidden, trx))
             lines.append("CALL corpus_meta.after_ddl('%s', %d, %s);" % (
                 e["db"], i, sql_text("/".join(e["tables"]))))
         p = subprocess.run(client, input="\n".join(lines).encode(), capture_output=True)
@@ -233,8 +247,11 @@ def run_pass(entries):
                 print("error outside a statement at line %d" % n, file=sys.stderr)
         for out in p.stdout.decode(errors="replace").splitlines():
             f = out.split("\t")
-            if f[0] == "#hidden" and int(f[2]) > 0 and int(f[1]) not in drop:
-                drop[int(f[1])] = "hidden"
+            if f[0] == "#hidden" and int(f[1]) not in drop:
+                if int(f[2]) > 0:
+                    drop[int(f[1])] = "hidden"
+                elif int(f[3]) > 0:
+                    drop[int(f[1])] = "trx-versioned"
         return drop
     finally:
         subprocess.run(["mariadb-admin", "--no-defaults", "-uroot", "--socket=%s/sock" % d,
@@ -245,25 +262,37 @@ def run_pass(entries):
 def main():
     test_dir = sys.argv[1]
     out_path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(HERE, "ddl_corpus.jsonl")
-    entries = candidates(test_dir)
+    excluded = {}
+    entries = candidates(test_dir, excluded)
     print("%d candidate statements" % len(entries), file=sys.stderr)
     for n in range(12):
         t0 = time.time()
         drop = run_pass(entries)
-        print("pass %d: %d statements, %d dropped (%d hidden) in %.1fs" % (
+        print("pass %d: %d statements, %d dropped (%d hidden, %d trx-versioned) in %.1fs" % (
             n + 1, len(entries), len(drop), sum(1 for v in drop.values() if v == "hidden"),
-            time.time() - t0), file=sys.stderr)
+            sum(1 for v in drop.values() if v == "trx-versioned"), time.time() - t0),
+            file=sys.stderr)
         for i in sorted(drop):
             if entries[i]["db"] == "c0":
                 print("  hand-written form dropped (%s): %s" % (drop[i], entries[i]["sql"]),
                       file=sys.stderr)
         if not drop:
             break
+        for why in drop.values():
+            why = {
+                "error": "fails on the server (in order, after the others left out)",
+                "hidden": "leaves a table with hidden columns (corpus_meta.hidden)",
+                "trx-versioned": "leaves a table with transaction-precise system versioning",
+            }[why]
+            excluded[why] = excluded.get(why, 0) + 1
         entries = [e for i, e in enumerate(entries) if i not in drop]
     with open(out_path, "w") as f:
         for e in entries:
             f.write(json.dumps(e, ensure_ascii=False) + "\n")
     print("%d statements written to %s" % (len(entries), out_path), file=sys.stderr)
+    print("left out:", file=sys.stderr)
+    for why, n in sorted(excluded.items(), key=lambda x: -x[1]):
+        print("  %5d  %s" % (n, why), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@
 -- corpus_meta.hidden(db, t): whether table t has columns that the binlog
 -- carries but information_schema does not show (implicit system-versioning
 -- columns, the hash column of a long UNIQUE key) or types outside DESIGN.md.
+-- corpus_meta.trx_versioned(db, t): whether table t has transaction-precise
+-- system versioning (ROW START of type BIGINT UNSIGNED): MariaDB logs every
+-- change to such a table as a statement even with binlog_format=ROW, so its
+-- rows never reach the binlog as rows (README, limits).
 CREATE DATABASE corpus_meta;
 CREATE TABLE corpus_meta.seen (db VARCHAR(64), tbl VARCHAR(64), sig LONGTEXT, PRIMARY KEY (db, tbl));
 SET SESSION sql_mode = '';
@@ -24,6 +28,12 @@ BEGIN
             AND tb.ENGINE NOT IN ('MEMORY', 'HEAP'))
        + (SELECT COUNT(*) FROM information_schema.COLUMNS
           WHERE TABLE_SCHEMA = d AND TABLE_NAME = t AND DATA_TYPE IN ('inet4', 'inet6', 'uuid'));
+END//
+CREATE FUNCTION corpus_meta.trx_versioned(d VARCHAR(64), t VARCHAR(64)) RETURNS INT READS SQL DATA
+BEGIN
+  RETURN (SELECT COUNT(*) FROM information_schema.COLUMNS
+          WHERE TABLE_SCHEMA = d AND TABLE_NAME = t AND GENERATION_EXPRESSION = 'ROW START'
+            AND DATA_TYPE = 'bigint');
 END//
 CREATE PROCEDURE corpus_meta.after_ddl(IN d VARCHAR(64), IN step INT, IN names TEXT)
 BEGIN
