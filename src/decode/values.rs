@@ -4,8 +4,6 @@
 //! <https://dev.mysql.com/doc/dev/mysql-server/latest/classmysql_1_1binlog_1_1event_1_1Rows__event.html>
 //! and `sql/log_event.cc` / `strings/decimal.c` of MySQL and MariaDB.
 
-use arrow::datatypes::i256;
-
 const MICROS_PER_SEC: i64 = 1_000_000;
 const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SEC;
 
@@ -439,17 +437,6 @@ pub fn decimal128(bytes: &[u8], precision: u8, scale: u8) -> Result<i128, String
     Ok(if negative { -acc } else { acc })
 }
 
-/// DECIMAL(p > 38, s) as the unscaled i256 of Decimal256.
-pub fn decimal256(bytes: &[u8], precision: u8, scale: u8) -> Result<i256, String> {
-    let mut acc = i256::ZERO;
-    let negative = decimal_groups(bytes, precision, scale, |v, digits| {
-        acc = acc
-            .wrapping_mul(i256::from_i128(POW10[digits] as i128))
-            .wrapping_add(i256::from_i128(v as i128));
-    })?;
-    Ok(if negative { acc.wrapping_neg() } else { acc })
-}
-
 /// DECIMAL as the text MySQL's `decimal2string()` prints: a `-` for
 /// negative values, the integer digits without leading zeros (`0` when there
 /// are none), and exactly `scale` fraction digits. Any precision up to 65.
@@ -593,7 +580,7 @@ mod tests {
     fn corrupt_decimals_are_errors_not_panics() {
         // Issue 11: precision 0 from corrupt metadata indexed an empty slice.
         assert!(decimal128(&[], 0, 0).is_err());
-        assert!(decimal256(&[0x80; 4], 66, 0).is_err());
+        assert!(decimal_text(&[0x80; 4], 66, 0, &mut String::new()).is_err());
         assert!(
             decimal128(&[0x80; 4], 5, 6).is_err(),
             "scale above precision"
