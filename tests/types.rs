@@ -198,6 +198,47 @@ fn normalize_floats(row: &mut [Option<String>], names: &[&str]) {
     }
 }
 
+/// The top-level columns of a table's first file as the parquet crate
+/// prints the file's own schema: `name → "INT64"`, `"FIXED_LEN_BYTE_ARRAY
+/// (9) (DECIMAL(20,0))"`, `"BYTE_ARRAY (STRING)"`, … (no Arrow in between).
+fn parquet_types(lake: &Lake, table: &str) -> BTreeMap<String, String> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let file = &lake.files_of(table)[0];
+    let reader =
+        SerializedFileReader::new(std::fs::File::open(lake.root.join(&file.path)).unwrap())
+            .unwrap();
+    let mut text = Vec::new();
+    parquet::schema::printer::print_schema(
+        &mut text,
+        reader.metadata().file_metadata().schema(),
+    );
+    String::from_utf8(text)
+        .unwrap()
+        .lines()
+        // `  OPTIONAL INT64 ti;` or `  OPTIONAL BYTE_ARRAY d65 (STRING);`
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   ") && l.ends_with(';'))
+        .filter_map(|l| {
+            let mut words = l.trim().trim_end_matches(';').splitn(3, ' ');
+            let (_repetition, physical, rest) = (words.next()?, words.next()?, words.next()?);
+            // `(9) name (DECIMAL(20,0))`: the name is the first word not in parentheses.
+            let mut parts = rest.split(' ');
+            let mut physical = physical.to_string();
+            let mut name = parts.next()?;
+            if name.starts_with('(') {
+                physical = format!("{physical} {name}");
+                name = parts.next()?;
+            }
+            let logical: Vec<&str> = parts.collect();
+            let t = if logical.is_empty() {
+                physical
+            } else {
+                format!("{physical} {}", logical.join(" "))
+            };
+            Some((name.to_string(), t))
+        })
+        .collect()
+}
+
 fn select_list() -> String {
     columns()
         .iter()
@@ -326,6 +367,36 @@ fn every_type_reads_back(backend: Backend) {
         wrong.is_empty(),
         "Arrow types differ from DESIGN.md:\n{}",
         wrong.join("\n")
+    );
+
+    // What a reader that ignores the embedded Arrow schema sees (Delta
+    // readers, DuckDB, Spark): Parquet's own types, no unsigned integer,
+    // no TIME, no decimal above 38 digits.
+    let parquet = parquet_types(&lake, "shop.types");
+    eprintln!("Parquet types: {parquet:?}");
+    for (column, want) in [
+        ("ti", "INT64"),
+        ("iu", "INT64"),
+        ("biu", "FIXED_LEN_BYTE_ARRAY (9) (DECIMAL(20,0))"),
+        ("b64", "FIXED_LEN_BYTE_ARRAY (9) (DECIMAL(20,0))"),
+        ("b1", "INT64"),
+        ("tm", "INT64"),
+        ("d65", "BYTE_ARRAY (STRING)"),
+        ("yr", "INT32 (INTEGER(16,true))"),
+        ("dt", "INT64 (TIMESTAMP(MICROS,false))"),
+        ("ts", "INT64 (TIMESTAMP(MICROS,true))"),
+    ] {
+        assert_eq!(
+            parquet.get(column).map(String::as_str),
+            Some(want),
+            "Parquet type of {column}: {parquet:?}"
+        );
+    }
+    assert!(
+        !parquet
+            .values()
+            .any(|t| t.contains(",false))") && t.contains("INTEGER")),
+        "no unsigned integer in the Parquet schema: {parquet:?}"
     );
 
     // The change rows.
