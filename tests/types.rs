@@ -208,10 +208,7 @@ fn parquet_types(lake: &Lake, table: &str) -> BTreeMap<String, String> {
         SerializedFileReader::new(std::fs::File::open(lake.root.join(&file.path)).unwrap())
             .unwrap();
     let mut text = Vec::new();
-    parquet::schema::printer::print_schema(
-        &mut text,
-        reader.metadata().file_metadata().schema(),
-    );
+    parquet::schema::printer::print_schema(&mut text, reader.metadata().file_metadata().schema());
     String::from_utf8(text)
         .unwrap()
         .lines()
