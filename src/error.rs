@@ -73,6 +73,17 @@ pub enum Error {
     #[error("lake: {0}")]
     Lake(String),
 
+    /// The lake's committed files hold types this release no longer writes
+    /// (the first release's unsigned integers, durations and Decimal256, and
+    /// narrower integers): files written now would give the column a second
+    /// type. Definite: the lake must be started anew.
+    #[error("lake: it holds files of an earlier sluice in types that Delta Lake cannot hold or that this release no longer writes ({column} is {found} there, {now} now); start a new lake at another path or prefix (the old lake stays readable as Parquet)")]
+    OldLakeTypes {
+        column: String,
+        found: String,
+        now: String,
+    },
+
     /// An object store call failed; [`crate::sink::store_error`] says
     /// whether retrying can help and words the message.
     #[error("object store: {}", crate::sink::store_error::explain(.0))]

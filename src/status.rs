@@ -35,6 +35,9 @@ fn lag_bytes(logs: &[(String, u64)], from: &BinlogPosition, to: &BinlogPosition)
 pub async fn status(config: &Config, as_json: bool) -> Result<String> {
     let lake = Lake::new(sink::open_store(&config.sink)?);
     let manifest = lake.latest_manifest().await?;
+    if let Some(m) = &manifest {
+        crate::schema::history::check_lake_types(lake.store.as_ref(), m).await?;
+    }
     // The server may be down: status still reports the lake.
     let server = match source::connect(&config.source).await {
         Ok(mut conn) => {

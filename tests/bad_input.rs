@@ -132,3 +132,89 @@ fn store_without_put_if_absent_is_refused() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+/// Rewrites a lake as the first release left it: manifests without `types`,
+/// schema versions with the Arrow types it mapped (`old`: column → type).
+fn as_first_release(lake: &std::path::Path, old: &[(&str, &str)]) {
+    for path in manifest_paths(lake) {
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        m.as_object_mut().unwrap().remove("types");
+        std::fs::write(&path, m.to_string()).unwrap();
+    }
+    let dir = lake.join("_sluice/schema/shop/old");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for c in v["columns"].as_array_mut().unwrap() {
+            if let Some((_, t)) = old.iter().find(|(n, _)| c["name"] == *n) {
+                c["arrow_type"] = (*t).into();
+            }
+        }
+        std::fs::write(&path, v.to_string()).unwrap();
+    }
+}
+
+/// DESIGN.md "Types": the first release wrote UInt, Duration and Decimal256,
+/// which Delta Lake cannot hold. `run` and `status` refuse such a lake with
+/// the way out instead of writing the column in a second type; a lake of the
+/// first release whose types all map as today continues, and its next
+/// manifest records the mapping.
+#[test]
+fn a_lake_of_the_first_releases_types_is_refused_with_the_way_out() {
+    let db = MariaDb::start();
+    let (lake, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let sluice = Sluice::new(&db, lake.path(), state.path());
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.old (id BIGINT PRIMARY KEY, qty INT UNSIGNED, tm TIME(6), note VARCHAR(10));
+         INSERT INTO shop.old VALUES (1, 4000000000, '-1:00:00.5', 'a')",
+    );
+    sluice.run_until_caught_up_ok();
+    let committed = manifest_paths(lake.path());
+    let newest = |paths: &[std::path::PathBuf]| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(paths.last().unwrap()).unwrap()).unwrap()
+    };
+    assert_eq!(
+        newest(&committed)["types"],
+        2,
+        "a new lake records its mapping"
+    );
+
+    as_first_release(lake.path(), &[("qty", "UInt32"), ("tm", "Duration(µs)")]);
+    db.sql("INSERT INTO shop.old VALUES (2, 5, '00:00:01', 'b')");
+    for out in [
+        sluice.run_until_caught_up(),
+        sluice.run_args(&["status"], &["--json"]),
+    ] {
+        let line = assert_definite_error(&out);
+        assert_mentions(&line, "earlier sluice");
+        assert_mentions(
+            &line,
+            r"(?i)shop\.old\.qty int(\(10\))? unsigned is UInt32 there, Int64 now",
+        );
+        assert_mentions(&line, "start a new lake at another path or prefix");
+        assert_mentions(&line, "readable as Parquet");
+    }
+    assert_eq!(
+        manifest_paths(lake.path()),
+        committed,
+        "a refused run commits nothing"
+    );
+
+    // Without a type this release writes differently, the lake continues.
+    as_first_release(lake.path(), &[("qty", "Int64"), ("tm", "Int64")]);
+    sluice.run_until_caught_up_ok();
+    let now = manifest_paths(lake.path());
+    assert!(
+        now.len() > committed.len(),
+        "the second insert is committed"
+    );
+    assert_eq!(newest(&now)["types"], 2);
+    let rows = Lake::read(lake.path()).replay("shop.old", &[0]);
+    assert_eq!(
+        rows[&vec!["2".to_string()]][1..3],
+        [Some("5".to_string()), Some("1000000".to_string())]
+    );
+}

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use arrow::array::AsArray;
-use arrow::datatypes::{Int32Type, Int64Type};
+use arrow::datatypes::Int64Type;
 use common::*;
 
 const ROWS: usize = 1_000_000;
@@ -115,7 +115,7 @@ fn million_row_transaction(configure: impl FnOnce(&mut Sluice), peak_limit_mib: 
             let id = b
                 .column_by_name("id")
                 .unwrap()
-                .as_primitive::<Int32Type>()
+                .as_primitive::<Int64Type>()
                 .clone();
             let a = b
                 .column_by_name("a")
@@ -131,10 +131,10 @@ fn million_row_transaction(configure: impl FnOnce(&mut Sluice), peak_limit_mib: 
                 .clone();
             for i in 0..b.num_rows() {
                 let v = id.value(i);
-                assert!((1..=ROWS as i32).contains(&v), "id {v} out of range");
+                assert!((1..=ROWS as i64).contains(&v), "id {v} out of range");
                 assert!(!seen[v as usize], "id {v} appears twice");
                 seen[v as usize] = true;
-                assert_eq!(a.value(i), 2 * v as i64, "a of id {v}");
+                assert_eq!(a.value(i), 2 * v, "a of id {v}");
                 assert_eq!(
                     mysql_text(s.as_ref(), i),
                     Some(format!("row-{v}")),

@@ -12,6 +12,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use arrow::datatypes::{DataType, Field, TimeUnit};
 use common::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -285,7 +286,11 @@ fn column(name: String, family: Family, rng: &mut StdRng) -> Column {
             format!("TIMESTAMP({fsp}) NULL DEFAULT NULL"),
             format!("DATE_FORMAT({n}, '%Y-%m-%d %H:%i:%s.%f')"),
         ),
-        Family::Time { fsp } => (format!("TIME({fsp})"), format!("CAST({n} AS TIME(6))")),
+        // The lake holds signed microseconds.
+        Family::Time { fsp } => (
+            format!("TIME({fsp})"),
+            format!("CAST(TIME_TO_SEC({n}) * 1000000 AS SIGNED)"),
+        ),
         Family::Year => ("YEAR".into(), format!("{n}+0")),
         Family::Bit { n: bits } => (format!("BIT({bits})"), format!("{n}+0")),
         Family::Enum { labels } => (
@@ -1085,6 +1090,43 @@ fn replay_checked(
     state
 }
 
+/// The lake's type of a family (DESIGN.md "Types": Delta Lake types).
+fn lake_type(family: &Family) -> DataType {
+    match family {
+        Family::Int {
+            bits: 64,
+            unsigned: true,
+            ..
+        }
+        | Family::Bit { n: 64 } => DataType::Decimal128(20, 0),
+        Family::Int { .. } | Family::Bit { .. } | Family::Time { .. } => DataType::Int64,
+        Family::Decimal {
+            precision, scale, ..
+        } if *precision <= 38 => DataType::Decimal128(*precision as u8, *scale as i8),
+        Family::Decimal { .. }
+        | Family::Enum { .. }
+        | Family::Text { .. }
+        | Family::Json
+        | Family::Inet4
+        | Family::Inet6
+        | Family::Uuid => DataType::Utf8,
+        Family::Float => DataType::Float32,
+        Family::Double => DataType::Float64,
+        Family::Date => DataType::Date32,
+        Family::DateTime { .. } => DataType::Timestamp(TimeUnit::Microsecond, None),
+        Family::Timestamp { .. } => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        Family::Year => DataType::Int16,
+        Family::Set { .. } => DataType::List(std::sync::Arc::new(Field::new(
+            "item",
+            DataType::Utf8,
+            true,
+        ))),
+        Family::Binary { .. } | Family::VarBinary { .. } | Family::Geometry { .. } => {
+            DataType::Binary
+        }
+    }
+}
+
 fn compare_table(
     db: &MariaDb,
     lake: &Lake,
@@ -1109,6 +1151,19 @@ fn compare_table(
     } else {
         Vec::new()
     };
+    if !rows.is_empty() {
+        let schema = lake.schema(&table);
+        for c in &t.columns {
+            let got = logical_type(schema.field_with_name(&c.name).unwrap().data_type());
+            let want = lake_type(&c.family);
+            if got != want {
+                problems.push(format!(
+                    "seed {seed} table {table} column {} ({}): lake type {got}, want {want}",
+                    c.name, c.ddl
+                ));
+            }
+        }
+    }
     let replayed = replay_checked(&rows, &t.columns, seed, &table, problems);
     for (key, want) in &source {
         let Some(got) = replayed.get(key) else {

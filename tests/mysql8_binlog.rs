@@ -440,14 +440,17 @@ fn a_mysql_8_binlog_replays_offline_into_the_lake() {
     assert_eq!(
         types("shop.items"),
         [
-            "id Int32",
-            "qty UInt32",
+            "id Int64",
+            "qty Int64",
             "name Utf8",
             "price Decimal128(10, 2)",
             "created Timestamp(µs)"
         ]
     );
-    assert_eq!(types("shop.docs"), ["id UInt64", "doc Utf8", "note Utf8"]);
+    assert_eq!(
+        types("shop.docs"),
+        ["id Decimal128(20, 0)", "doc Utf8", "note Utf8"]
+    );
 
     let last = lake.manifests.last().unwrap();
     let cursor = &last["cursor"];

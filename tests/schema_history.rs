@@ -172,6 +172,7 @@ ALTER TABLE other.x ADD b INT;
 INSERT INTO other.x VALUES (1, 2);
 ALTER TABLE shop.goods ALGORITHM=INPLACE, ADD COLUMN note TEXT;
 UPDATE shop.goods SET note = CONCAT('n', id);
+ALTER TABLE shop.labels MODIFY qty BIGINT;
 UPDATE shop.labels SET qty = qty + 1;
 "#;
 
@@ -209,11 +210,8 @@ fn arrow_type_of(column_type: &str) -> DataType {
     let base = t.split(['(', ' ']).next().unwrap();
     let unsigned = t.contains("unsigned");
     match (base, unsigned) {
-        ("tinyint", false) => DataType::Int8,
-        ("smallint", false) => DataType::Int16,
-        ("mediumint" | "int", false) => DataType::Int32,
-        ("bigint", false) => DataType::Int64,
-        ("int", true) => DataType::UInt32,
+        ("tinyint" | "smallint" | "mediumint" | "int", _) | ("bigint", false) => DataType::Int64,
+        ("bigint", true) => DataType::Decimal128(20, 0),
         ("decimal", _) => {
             let args = &t[t.find('(').unwrap() + 1..t.find(')').unwrap()];
             let (p, s) = args.split_once(',').unwrap();
@@ -354,6 +352,50 @@ fn lagging_replay(metadata: &str) {
     let labels_state = replay_by_name(&labels);
     assert_eq!(labels_state.len(), 1);
     assert_eq!(labels_state["11"]["qty"].as_deref(), Some("3"));
+    // INT to BIGINT changes no lake type: the files before and after the
+    // MODIFY, and the schema history's versions, all say Int64.
+    let label_files = lake.files_of("shop.labels");
+    let qty_types: BTreeMap<u64, DataType> = lake
+        .manifests
+        .iter()
+        .flat_map(|m| m["files"].as_array().cloned().unwrap_or_default())
+        .filter(|f| f["table"] == "shop.labels")
+        .map(|f| {
+            let file = label_files.iter().find(|x| x.path == f["path"]).unwrap();
+            let qty = file.schema.field_with_name("qty").unwrap();
+            (
+                f["schema_version"].as_u64().unwrap(),
+                qty.data_type().clone(),
+            )
+        })
+        .collect();
+    let history = history_json(&sluice, "shop.labels");
+    let qty = |v: &Value| {
+        v["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "qty")
+            .map(|c| {
+                (
+                    c["mysql_type"].as_str().unwrap().to_ascii_lowercase(),
+                    c["arrow_type"].as_str().unwrap().to_string(),
+                )
+            })
+    };
+    let (before, after) = (
+        qty(&history[history.len() - 2]).unwrap(),
+        qty(history.last().unwrap()).unwrap(),
+    );
+    assert!(
+        before.0.starts_with("int") && after.0.starts_with("bigint"),
+        "{before:?} then {after:?}"
+    );
+    assert_eq!((before.1.as_str(), after.1.as_str()), ("Int64", "Int64"));
+    assert!(
+        qty_types.len() >= 2 && qty_types.values().all(|t| *t == DataType::Int64),
+        "shop.labels.qty by schema version: {qty_types:?}"
+    );
     for t in ["shop.tmp1", "shop.tmp2"] {
         let ops: Vec<String> = named_rows(&lake, t).into_iter().map(|r| r.row.op).collect();
         assert_eq!(

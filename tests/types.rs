@@ -39,24 +39,31 @@ CREATE TABLE shop.types (
 CREATE TABLE shop.other (id INT PRIMARY KEY, v INT);
 "#;
 
+/// A TIME as the lake holds it: signed microseconds.
+macro_rules! time_micros {
+    ($c:literal) => {
+        concat!("CAST(TIME_TO_SEC(", $c, ") * 1000000 AS SIGNED)")
+    };
+}
+
 /// (column, SELECT expression rendering like `mysql_text`, Arrow type of DESIGN.md)
 fn columns() -> Vec<(&'static str, &'static str, DataType)> {
     use DataType::*;
     let us = TimeUnit::Microsecond;
     vec![
-        ("id", "id", Int32),
-        ("ti", "ti", Int8),
-        ("tiu", "tiu", UInt8),
-        ("si", "si", Int16),
-        ("siu", "siu", UInt16),
-        ("mi", "mi", Int32),
-        ("miu", "miu", UInt32),
-        ("i", "i", Int32),
-        ("iu", "iu", UInt32),
+        ("id", "id", Int64),
+        ("ti", "ti", Int64),
+        ("tiu", "tiu", Int64),
+        ("si", "si", Int64),
+        ("siu", "siu", Int64),
+        ("mi", "mi", Int64),
+        ("miu", "miu", Int64),
+        ("i", "i", Int64),
+        ("iu", "iu", Int64),
         ("bi", "bi", Int64),
-        ("biu", "biu", UInt64),
-        ("flag", "flag", Int8),
-        ("d65", "d65", Decimal256(65, 30)),
+        ("biu", "biu", Decimal128(20, 0)),
+        ("flag", "flag", Int64),
+        ("d65", "d65", Utf8),
         ("d10", "d10", Decimal128(10, 2)),
         ("f", "f", Float32),
         ("dbl", "dbl", Float64),
@@ -75,12 +82,12 @@ fn columns() -> Vec<(&'static str, &'static str, DataType)> {
             "NULLIF(ts, '0000-00-00 00:00:00')",
             Timestamp(us, Some("UTC".into())),
         ),
-        ("tm", "tm", Duration(us)),
-        ("tm0", "CAST(tm0 AS TIME(6))", Duration(us)),
+        ("tm", time_micros!("tm"), Int64),
+        ("tm0", time_micros!("tm0"), Int64),
         ("dte", "NULLIF(dte, '0000-00-00')", Date32),
         ("yr", "yr+0", Int16),
-        ("b1", "b1+0", UInt64),
-        ("b64", "b64+0", UInt64),
+        ("b1", "b1+0", Int64),
+        ("b64", "b64+0", Decimal128(20, 0)),
         ("en", "en", Utf8),
         ("st", "st", List(Arc::new(Field::new("item", Utf8, true)))),
         ("ch", "ch", Utf8),
@@ -189,6 +196,44 @@ fn normalize_floats(row: &mut [Option<String>], names: &[&str]) {
             row[i] = Some(format!("{:.*e}", digits - 1, x));
         }
     }
+}
+
+/// The top-level columns of a table's first file as the parquet crate
+/// prints the file's own schema: `name → "INT64"`, `"FIXED_LEN_BYTE_ARRAY
+/// (9) (DECIMAL(20,0))"`, `"BYTE_ARRAY (STRING)"`, … (no Arrow in between).
+fn parquet_types(lake: &Lake, table: &str) -> BTreeMap<String, String> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let file = &lake.files_of(table)[0];
+    let reader =
+        SerializedFileReader::new(std::fs::File::open(lake.root.join(&file.path)).unwrap())
+            .unwrap();
+    let mut text = Vec::new();
+    parquet::schema::printer::print_schema(&mut text, reader.metadata().file_metadata().schema());
+    String::from_utf8(text)
+        .unwrap()
+        .lines()
+        // `  OPTIONAL INT64 ti;` or `  OPTIONAL BYTE_ARRAY d65 (STRING);`
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   ") && l.ends_with(';'))
+        .filter_map(|l| {
+            let mut words = l.trim().trim_end_matches(';').splitn(3, ' ');
+            let (_repetition, physical, rest) = (words.next()?, words.next()?, words.next()?);
+            // `(9) name (DECIMAL(20,0))`: the name is the first word not in parentheses.
+            let mut parts = rest.split(' ');
+            let mut physical = physical.to_string();
+            let mut name = parts.next()?;
+            if name.starts_with('(') {
+                physical = format!("{physical} {name}");
+                name = parts.next()?;
+            }
+            let logical: Vec<&str> = parts.collect();
+            let t = if logical.is_empty() {
+                physical
+            } else {
+                format!("{physical} {}", logical.join(" "))
+            };
+            Some((name.to_string(), t))
+        })
+        .collect()
 }
 
 fn select_list() -> String {
@@ -319,6 +364,36 @@ fn every_type_reads_back(backend: Backend) {
         wrong.is_empty(),
         "Arrow types differ from DESIGN.md:\n{}",
         wrong.join("\n")
+    );
+
+    // What a reader that ignores the embedded Arrow schema sees (Delta
+    // readers, DuckDB, Spark): Parquet's own types, no unsigned integer,
+    // no TIME, no decimal above 38 digits.
+    let parquet = parquet_types(&lake, "shop.types");
+    eprintln!("Parquet types: {parquet:?}");
+    for (column, want) in [
+        ("ti", "INT64"),
+        ("iu", "INT64"),
+        ("biu", "FIXED_LEN_BYTE_ARRAY (9) (DECIMAL(20,0))"),
+        ("b64", "FIXED_LEN_BYTE_ARRAY (9) (DECIMAL(20,0))"),
+        ("b1", "INT64"),
+        ("tm", "INT64"),
+        ("d65", "BYTE_ARRAY (STRING)"),
+        ("yr", "INT32 (INTEGER(16,true))"),
+        ("dt", "INT64 (TIMESTAMP(MICROS,false))"),
+        ("ts", "INT64 (TIMESTAMP(MICROS,true))"),
+    ] {
+        assert_eq!(
+            parquet.get(column).map(String::as_str),
+            Some(want),
+            "Parquet type of {column}: {parquet:?}"
+        );
+    }
+    assert!(
+        !parquet
+            .values()
+            .any(|t| t.contains(",false))") && t.contains("INTEGER")),
+        "no unsigned integer in the Parquet schema: {parquet:?}"
     );
 
     // The change rows.

@@ -148,11 +148,9 @@ const CDC_ROW_BYTES: usize = 1 + 8 + 8 + 4 + 8 + 4 + 8 + 4 + 2;
 /// Bytes one value takes in its Arrow builder before any variable-length data.
 fn fixed_width(t: &DataType) -> usize {
     match t {
-        DataType::Int8 | DataType::UInt8 => 1,
-        DataType::Int16 | DataType::UInt16 => 2,
-        DataType::Int32 | DataType::UInt32 | DataType::Float32 | DataType::Date32 => 4,
+        DataType::Int16 => 2,
+        DataType::Float32 | DataType::Date32 => 4,
         DataType::Decimal128(..) => 16,
-        DataType::Decimal256(..) => 32,
         // Offsets of strings, binaries and lists.
         DataType::Utf8 | DataType::Binary | DataType::List(_) => 4,
         _ => 8,

@@ -21,6 +21,10 @@ pub const MANIFEST_DIR: &str = "_sluice/manifests";
 /// newer format is refused.
 pub const FORMAT: u32 = 1;
 pub const FORMAT_SNAPSHOT: u32 = 2;
+/// The lake's type mapping (DESIGN.md "Types"): 2 since the lake's types are
+/// Delta Lake types. The first release wrote no `types` (read as 0) and
+/// unsigned integers, durations and Decimal256.
+pub const TYPES: u32 = 2;
 /// Tries of one manifest write, and reads of it back, that get no answer
 /// from the store before sluice stops (about a minute of backoff between
 /// them; fewer in unit tests, which wait them out).
@@ -46,6 +50,10 @@ pub struct Manifest {
     /// (committed rows only). Absent from manifests of earlier versions.
     #[serde(default)]
     pub zero_dates: u64,
+    /// The type mapping every committed file of the lake follows
+    /// ([`TYPES`]); absent (0) in manifests of the first release.
+    #[serde(default)]
+    pub types: u32,
     /// XA transactions prepared before the cursor whose `XA COMMIT` or
     /// `XA ROLLBACK` is after it: their rows wait in held files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -425,6 +433,7 @@ mod tests {
         assert!(validator.is_valid(&old));
         let loaded: Manifest = serde_json::from_value(old.clone()).unwrap();
         assert_eq!(loaded.zero_dates, 0);
+        assert_eq!(loaded.types, 0, "the first release wrote no `types`");
         assert_eq!(loaded.totals["shop.t"], 8);
 
         let mut new = old;
@@ -471,6 +480,7 @@ mod tests {
             xa_prepared: Vec::new(),
             snapshot: None,
             zero_dates: 0,
+            types: TYPES,
         }
     }
 

@@ -277,7 +277,7 @@ impl PayloadHeader {
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{Array, Int32Array, StringArray};
+    use arrow::array::{Array, Int64Array, StringArray};
 
     use super::*;
     use crate::batch::TableBuffer;
@@ -385,7 +385,7 @@ mod tests {
         assert_eq!((rows, seq), (2, 12));
         let batch = buffer.finish().unwrap();
         let ids = batch.column_by_name("id").unwrap();
-        let ids = ids.as_any().downcast_ref::<Int32Array>().unwrap();
+        let ids = ids.as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(ids.values().to_vec(), vec![1, 2]);
         let docs = batch.column_by_name("doc").unwrap();
         let docs = docs.as_any().downcast_ref::<StringArray>().unwrap();

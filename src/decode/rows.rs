@@ -779,7 +779,10 @@ fn read_value(
             if *precision <= 38 {
                 b.append_i128(decimal128(bytes, *precision, *scale)?);
             } else {
-                b.append_i256(decimal256(bytes, *precision, *scale)?);
+                // Above 38 digits the lake holds the text SELECT prints.
+                text.clear();
+                decimal_text(bytes, *precision, *scale, text)?;
+                b.append_str(text);
             }
         }
         Codec::Date => match date(r.take(3)?) {
@@ -869,7 +872,7 @@ fn append_bytes(
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::{Array, Int32Array, RecordBatch, StringArray, StructArray};
+    use arrow::array::{Array, Int64Array, RecordBatch, StringArray, StructArray};
     use mysql_common::binlog::events::{Event, TableMapEvent};
 
     use super::*;
@@ -1040,7 +1043,7 @@ mod tests {
         let batch = decode(&plan, RowsKind::PartialUpdate, &body).unwrap();
         assert_eq!(batch.num_rows(), 3);
         let ids = batch.column_by_name("id").unwrap();
-        let ids = ids.as_any().downcast_ref::<Int32Array>().unwrap();
+        let ids = ids.as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(ids.values().to_vec(), vec![1, 2, 3]);
         let doc = strings(&batch, "doc");
         // Exactly the text the full after image would have given.

@@ -4,8 +4,6 @@
 //! <https://dev.mysql.com/doc/dev/mysql-server/latest/classmysql_1_1binlog_1_1event_1_1Rows__event.html>
 //! and `sql/log_event.cc` / `strings/decimal.c` of MySQL and MariaDB.
 
-use arrow::datatypes::i256;
-
 const MICROS_PER_SEC: i64 = 1_000_000;
 const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SEC;
 
@@ -439,15 +437,23 @@ pub fn decimal128(bytes: &[u8], precision: u8, scale: u8) -> Result<i128, String
     Ok(if negative { -acc } else { acc })
 }
 
-/// DECIMAL(p > 38, s) as the unscaled i256 of Decimal256.
-pub fn decimal256(bytes: &[u8], precision: u8, scale: u8) -> Result<i256, String> {
-    let mut acc = i256::ZERO;
-    let negative = decimal_groups(bytes, precision, scale, |v, digits| {
-        acc = acc
-            .wrapping_mul(i256::from_i128(POW10[digits] as i128))
-            .wrapping_add(i256::from_i128(v as i128));
-    })?;
-    Ok(if negative { acc.wrapping_neg() } else { acc })
+/// `v` (below 10^9) as exactly `width` digits, zero-padded, or with `width`
+/// 0 without leading zeros. By hand: `write!` costs more than the decoding
+/// of a DECIMAL(65,30) whose lake value is this text.
+#[inline]
+fn push_digits(out: &mut String, mut v: u64, width: usize) {
+    let mut buf = [b'0'; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let from = i.min(buf.len().saturating_sub(width));
+    out.extend(buf[from..].iter().map(|&b| b as char));
 }
 
 /// DECIMAL as the text MySQL's `decimal2string()` prints: a `-` for
@@ -460,7 +466,6 @@ pub fn decimal_text(
     scale: u8,
     out: &mut String,
 ) -> Result<(), String> {
-    use std::fmt::Write as _;
     let intg = precision.saturating_sub(scale) as usize;
     let start = out.len();
     if bytes.first().is_some_and(|b| b & 0x80 == 0) {
@@ -477,9 +482,9 @@ pub fn decimal_text(
             out.push('.');
         }
         if seen >= intg || !leading {
-            let _ = write!(out, "{v:0digits$}");
+            push_digits(out, v, digits);
         } else if v != 0 {
-            let _ = write!(out, "{v}");
+            push_digits(out, v, 0);
             leading = false;
         }
         seen += digits;
@@ -535,6 +540,17 @@ mod tests {
         b[0] |= 0x80;
         b.extend(1u32.to_be_bytes());
         assert_eq!(text(&b[..], 18, 9), "1.000000001");
+        for (v, width, want) in [
+            (0, 9, "000000000"),
+            (7, 3, "007"),
+            (999_999_999, 9, "999999999"),
+            (42, 0, "42"),
+            (123, 2, "123"),
+        ] {
+            let mut out = String::from("x");
+            push_digits(&mut out, v, width);
+            assert_eq!(out, format!("x{want}"), "{v} in {width}");
+        }
     }
 
     /// TIME2 bytes as the server writes them: `TIME_to_longlong_time_packed`
@@ -593,7 +609,7 @@ mod tests {
     fn corrupt_decimals_are_errors_not_panics() {
         // Issue 11: precision 0 from corrupt metadata indexed an empty slice.
         assert!(decimal128(&[], 0, 0).is_err());
-        assert!(decimal256(&[0x80; 4], 66, 0).is_err());
+        assert!(decimal_text(&[0x80; 4], 66, 0, &mut String::new()).is_err());
         assert!(
             decimal128(&[0x80; 4], 5, 6).is_err(),
             "scale above precision"

@@ -142,6 +142,9 @@ pub async fn run(
     // Fencing rests on put-if-absent: refuse a store that cannot do it.
     sink::probe_put_if_absent(lake.store.as_ref(), &config.sink.url).await?;
     let committed = lake.latest_manifest().await?;
+    if let Some(m) = &committed {
+        crate::schema::history::check_lake_types(lake.store.as_ref(), m).await?;
+    }
 
     let src = open_source(config, committed.as_ref()).await?;
     let SourceSetup {
@@ -1701,6 +1704,7 @@ impl Pipeline<'_> {
             totals,
             xa_prepared: self.prepared.values().cloned().collect(),
             zero_dates: self.committed.as_ref().map_or(0, |m| m.zero_dates) + self.stats.zero_dates,
+            types: commit::TYPES,
         };
         // The schema versions of this checkpoint become durable with it:
         // their objects are written first and named after its seq.

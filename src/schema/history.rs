@@ -12,6 +12,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 
 use super::{ColumnDef, TableSchema};
+use crate::commit::Manifest;
 use crate::error::{Error, Result};
 use crate::source::BinlogPosition;
 
@@ -649,6 +650,64 @@ async fn manifest_writer(store: &dyn ObjectStore, seq: u64) -> Result<String> {
         .to_string())
 }
 
+/// The first column of a stored version (its JSON `columns`) whose stored
+/// Arrow type, the type its files hold, is not the one this release maps
+/// its MySQL type to: `(column, stored, now)`.
+pub fn changed_column_type(
+    table: &str,
+    columns: &serde_json::Value,
+) -> Option<(String, String, String)> {
+    let stored = columns.as_array()?;
+    let current = columns_from_json(columns).ok()?;
+    stored.iter().zip(current).find_map(|(c, def)| {
+        let found = c.get("arrow_type")?.as_str()?;
+        let now = def.kind.arrow_type();
+        // Parsed, so that a later arrow printing a type differently is no change.
+        let changed = match found.parse::<arrow::datatypes::DataType>() {
+            Ok(t) => t != now,
+            Err(_) => found != now.to_string(),
+        };
+        changed.then(|| {
+            (
+                format!("{table}.{} {}", def.name, def.mysql_type),
+                found.to_string(),
+                now.to_string(),
+            )
+        })
+    })
+}
+
+/// Refuses a lake whose committed files hold types this release no longer
+/// writes (the first release's UInt, Duration, Decimal256 and narrow
+/// integers): new files would give those columns a second type, which no
+/// Delta log can describe. The newest manifest's `types` proves a lake
+/// written by this release clean without a read; an older lake has every
+/// committed schema version compared with today's mapping (a version's
+/// `arrow_type` is what the files written under it hold), once: its next
+/// manifest carries `types`.
+pub async fn check_lake_types(store: &dyn ObjectStore, newest: &Manifest) -> Result<()> {
+    if newest.types >= crate::commit::TYPES {
+        return Ok(());
+    }
+    let prefix = Path::from(LAKE_DIR);
+    let objects: Vec<_> = store.list(Some(&prefix)).try_collect().await?;
+    for meta in objects {
+        match meta.location.filename().and_then(checkpoint_of) {
+            Some((ckpt, _)) if ckpt <= newest.seq => {}
+            _ => continue,
+        }
+        let bytes = store.get(&meta.location).await?.bytes().await?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Lake(format!("schema version {}: {e}", meta.location)))?;
+        let table = v.get("table").and_then(|t| t.as_str()).unwrap_or_default();
+        let columns = v.get("columns").unwrap_or(&serde_json::Value::Null);
+        if let Some((column, found, now)) = changed_column_type(table, columns) {
+            return Err(Error::OldLakeTypes { column, found, now });
+        }
+    }
+    Ok(())
+}
+
 /// Writes a version's durable copy into the lake (before its manifest).
 pub async fn put_version(store: &dyn ObjectStore, v: &TableVersion, writer: &str) -> Result<Path> {
     let body = serde_json::to_vec_pretty(&v.to_json()).map_err(|e| Error::Lake(e.to_string()))?;
@@ -712,6 +771,86 @@ mod tests {
         )
         .unwrap();
         assert_eq!(back, h.versions("shop", "t").unwrap()[1]);
+    }
+
+    fn manifest(seq: u64, types: Option<u32>) -> Manifest {
+        let mut m = json!({
+            "format": 1,
+            "seq": seq,
+            "committed_at": "2026-01-01T00:00:00.000Z",
+            "writer": {"id": "ab12", "version": "0.1.0"},
+            "source": {"flavor": "mariadb", "server_id": 1, "server_uuid": null, "version": "10.11"},
+            "cursor": {"file": "binlog.000001", "pos": 4, "gtid": null, "next_seq": 1, "next_tx_seq": 1},
+            "files": [],
+            "ddl": []
+        });
+        if let Some(t) = types {
+            m["types"] = t.into();
+        }
+        serde_json::from_value(m).unwrap()
+    }
+
+    /// A version object as the first release wrote it: `arrow_type` as it mapped.
+    async fn put_old_version(store: &dyn ObjectStore, ckpt: u64, columns: serde_json::Value) {
+        let mut v = version(1, 100, ckpt, &[("id", "int")]).to_json();
+        v["columns"] = columns;
+        let path = lake_path(&version(1, 100, ckpt, &[]), "ab12");
+        store
+            .put(&path, PutPayload::from(v.to_string().into_bytes()))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_lake_of_the_first_releases_types_is_refused() {
+        let store = object_store::memory::InMemory::new();
+        // A lake whose every stored type is still this release's.
+        put_old_version(
+            &store,
+            1,
+            json!([{"name": "id", "mysql_type": "bigint(20)", "arrow_type": "Int64"},
+                   {"name": "s", "mysql_type": "varchar(5)", "charset": "utf8mb4", "arrow_type": "Utf8"}]),
+        )
+        .await;
+        check_lake_types(&store, &manifest(1, None)).await.unwrap();
+        // A later checkpoint that never committed is not the lake's.
+        put_old_version(
+            &store,
+            3,
+            json!([{"name": "q", "mysql_type": "int(10) unsigned", "arrow_type": "UInt32"}]),
+        )
+        .await;
+        check_lake_types(&store, &manifest(2, None)).await.unwrap();
+        // Committed: refused, naming the column and what to do.
+        let err = check_lake_types(&store, &manifest(3, None))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("shop.t.q int(10) unsigned is UInt32 there, Int64 now")
+                && err.contains("start a new lake")
+                && err.contains("readable as Parquet")
+                && !err.contains('\n'),
+            "{err}"
+        );
+        // A manifest of this release proves the lake clean without a read.
+        check_lake_types(&store, &manifest(3, Some(crate::commit::TYPES)))
+            .await
+            .unwrap();
+        for (mysql, old) in [
+            ("time(6)", "Duration(µs)"),
+            ("decimal(65,30)", "Decimal256(65, 30)"),
+            ("int(11)", "Int32"),
+        ] {
+            assert!(
+                changed_column_type(
+                    "shop.t",
+                    &json!([{"name": "c", "mysql_type": mysql, "arrow_type": old}])
+                )
+                .is_some(),
+                "{mysql} stored as {old}"
+            );
+        }
     }
 
     #[test]

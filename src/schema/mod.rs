@@ -139,35 +139,39 @@ pub enum ColumnKind {
     Uuid,
 }
 
+/// BIGINT UNSIGNED and BIT(64): Delta Lake has no unsigned integers, and 20
+/// digits hold every u64.
+pub const U64_TYPE: DataType = DataType::Decimal128(20, 0);
+
 impl ColumnKind {
+    /// The lake's type of the column: a type Delta Lake and its readers
+    /// accept (no unsigned integers, no durations, no decimals above 38
+    /// digits), holding every value exactly (DESIGN.md, "Types").
     pub fn arrow_type(&self) -> DataType {
         match self {
-            ColumnKind::Int { bytes, unsigned } => match (bytes, unsigned) {
-                (1, false) => DataType::Int8,
-                (2, false) => DataType::Int16,
-                (3 | 4, false) => DataType::Int32,
-                (_, false) => DataType::Int64,
-                (1, true) => DataType::UInt8,
-                (2, true) => DataType::UInt16,
-                (3 | 4, true) => DataType::UInt32,
-                (_, true) => DataType::UInt64,
-            },
+            ColumnKind::Int {
+                bytes: 8,
+                unsigned: true,
+            } => U64_TYPE,
+            // Every narrower integer, so that INT to BIGINT changes no type.
+            ColumnKind::Int { .. } => DataType::Int64,
             ColumnKind::Float => DataType::Float32,
             ColumnKind::Double => DataType::Float64,
             ColumnKind::Decimal { precision, scale } if *precision <= 38 => {
                 DataType::Decimal128(*precision, *scale as i8)
             }
-            ColumnKind::Decimal { precision, scale } => {
-                DataType::Decimal256(*precision, *scale as i8)
-            }
+            // The exact text SELECT prints: no reader takes DECIMAL(39..65).
+            ColumnKind::Decimal { .. } => DataType::Utf8,
             ColumnKind::Date => DataType::Date32,
             ColumnKind::DateTime { .. } => DataType::Timestamp(TimeUnit::Microsecond, None),
             ColumnKind::Timestamp { .. } => {
                 DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
             }
-            ColumnKind::Time { .. } => DataType::Duration(TimeUnit::Microsecond),
+            // Signed microseconds: TIME spans -838:59:59 to 838:59:59.
+            ColumnKind::Time { .. } => DataType::Int64,
             ColumnKind::Year => DataType::Int16,
-            ColumnKind::Bit { .. } => DataType::UInt64,
+            ColumnKind::Bit { bits } if *bits >= 64 => U64_TYPE,
+            ColumnKind::Bit { .. } => DataType::Int64,
             ColumnKind::Enum { .. }
             | ColumnKind::Text { .. }
             | ColumnKind::Json
@@ -254,7 +258,57 @@ impl TableSchema {
 
 #[cfg(test)]
 mod tests {
-    use super::Charset;
+    use super::{types::kind_from_type, Charset};
+    use arrow::datatypes::{DataType, TimeUnit};
+
+    /// DESIGN.md "Types": every type a Delta Lake type, every value exact.
+    #[test]
+    fn lake_types_are_delta_types() {
+        let us = TimeUnit::Microsecond;
+        for (mysql, want) in [
+            ("tinyint(4)", DataType::Int64),
+            ("tinyint(3) unsigned", DataType::Int64),
+            ("smallint unsigned", DataType::Int64),
+            ("mediumint(8) unsigned", DataType::Int64),
+            ("int(11)", DataType::Int64),
+            ("int(10) unsigned", DataType::Int64),
+            ("bigint(20)", DataType::Int64),
+            ("bigint(20) unsigned", DataType::Decimal128(20, 0)),
+            ("serial", DataType::Decimal128(20, 0)),
+            ("bit(1)", DataType::Int64),
+            ("bit(63)", DataType::Int64),
+            ("bit(64)", DataType::Decimal128(20, 0)),
+            ("decimal(38,10)", DataType::Decimal128(38, 10)),
+            ("decimal(39,0)", DataType::Utf8),
+            ("decimal(65,30) unsigned", DataType::Utf8),
+            ("time(6)", DataType::Int64),
+            ("time", DataType::Int64),
+            ("datetime(3)", DataType::Timestamp(us, None)),
+            ("timestamp(6)", DataType::Timestamp(us, Some("UTC".into()))),
+            ("year(4)", DataType::Int16),
+            ("float", DataType::Float32),
+            ("double", DataType::Float64),
+        ] {
+            assert_eq!(
+                kind_from_type(mysql, None).unwrap().arrow_type(),
+                want,
+                "{mysql}"
+            );
+        }
+        // The widenings migrations do change no lake type.
+        for (from, to) in [
+            ("tinyint", "int"),
+            ("int", "bigint"),
+            ("int unsigned", "bigint"),
+            ("smallint unsigned", "mediumint"),
+        ] {
+            assert_eq!(
+                kind_from_type(from, None).unwrap().arrow_type(),
+                kind_from_type(to, None).unwrap().arrow_type(),
+                "{from} to {to}"
+            );
+        }
+    }
 
     #[test]
     fn wide_charsets_decode_and_bad_bytes_are_errors() {

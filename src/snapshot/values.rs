@@ -5,6 +5,7 @@
 
 use arrow::array::{ArrayRef, StringBuilder};
 use arrow::compute::{cast_with_options, CastOptions};
+use arrow::datatypes::DataType;
 use mysql_async::Value;
 
 use crate::batch::column::ColumnBuilder;
@@ -17,8 +18,8 @@ const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SEC;
 /// One column being filled.
 enum Slot {
     Builder(ColumnBuilder),
-    /// DECIMAL arrives as its text; cast exactly at the end.
-    Decimal(StringBuilder, arrow::datatypes::DataType),
+    /// DECIMAL up to 38 digits arrives as its text; cast exactly at the end.
+    Decimal(StringBuilder, DataType),
 }
 
 /// Builders for one chunk of one table.
@@ -35,10 +36,13 @@ impl ChunkBuilder {
             .columns
             .iter()
             .map(|c| {
-                let slot = match c.kind {
-                    ColumnKind::Decimal { .. } => {
-                        Slot::Decimal(StringBuilder::new(), c.kind.arrow_type())
+                let slot = match c.kind.arrow_type() {
+                    ty @ DataType::Decimal128(..)
+                        if matches!(c.kind, ColumnKind::Decimal { .. }) =>
+                    {
+                        Slot::Decimal(StringBuilder::new(), ty)
                     }
+                    // A DECIMAL above 38 digits keeps the text as it is.
                     _ => Slot::Builder(ColumnBuilder::new(&c.kind)),
                 };
                 let charset = c.charset.as_deref().and_then(Charset::from_mysql);
@@ -150,6 +154,9 @@ fn append(
                 + *us as i64;
             b.append_i64(if *neg { -micros } else { micros });
         }
+        (ColumnKind::Decimal { .. }, Value::Bytes(t)) => b.append_str(
+            std::str::from_utf8(t).map_err(|_| "DECIMAL text is not ASCII".to_string())?,
+        ),
         (ColumnKind::Bit { .. }, Value::Bytes(bytes)) => {
             b.append_u64(crate::decode::values::be_uint(bytes))
         }
