@@ -33,7 +33,7 @@ fn lag_bytes(logs: &[(String, u64)], from: &BinlogPosition, to: &BinlogPosition)
 }
 
 pub async fn status(config: &Config, as_json: bool) -> Result<String> {
-    let lake = Lake::new(sink::open_store(&config.sink)?);
+    let lake = Lake::open(&config.sink)?;
     let manifest = lake.latest_manifest().await?;
     if let Some(m) = &manifest {
         crate::schema::history::check_lake_types(lake.store.as_ref(), m).await?;

@@ -123,6 +123,50 @@ pub fn file_checkpoint_seq(name: &str) -> Option<u64> {
     name.strip_prefix("part-")?.split('-').next()?.parse().ok()
 }
 
+/// Deletes the staging files (`part-<seq>-…parquet#<n>`) of a local lake's
+/// data files named for checkpoint `seq`: uploads that a kill cut short,
+/// which can never be committed once `seq` is.
+fn remove_local_staging(root: &std::path::Path, seq: u64) -> Result<Vec<Path>> {
+    let dirs = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('_'))
+            .map(|e| e.path())
+            .collect()
+    };
+    let mut removed = Vec::new();
+    for db in dirs(root) {
+        for table in dirs(&db) {
+            for entry in std::fs::read_dir(&table).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some((file, n)) = name.rsplit_once('#') else {
+                    continue;
+                };
+                if n.is_empty()
+                    || !n.bytes().all(|b| b.is_ascii_digit())
+                    || file_checkpoint_seq(file) != Some(seq)
+                {
+                    continue;
+                }
+                match std::fs::remove_file(entry.path()) {
+                    Ok(()) => removed.push(Path::from(entry.path().to_string_lossy().as_ref())),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        return Err(Error::Lake(format!(
+                            "cannot remove the staging file {}: {e}",
+                            entry.path().display()
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    Ok(removed)
+}
+
 /// The object path of a path this lake recorded (a manifest's file, a
 /// pending or held file): already encoded by [`data_file_path`], so taken as
 /// it is and never encoded a second time (a table `a/a` is in `a%2Fa`).
@@ -142,11 +186,27 @@ pub fn data_file_path(db: &str, table: &str, seq: u64, n: u32, writer: &str) -> 
 /// The lake as the committer sees it.
 pub struct Lake {
     pub store: Arc<dyn ObjectStore>,
+    /// The root directory of a local lake. The local store stages every
+    /// upload as `<file>#<n>` and renames it when complete; a kill in
+    /// between leaves the staging file, which the store's listing hides.
+    pub local_root: Option<std::path::PathBuf>,
 }
 
 impl Lake {
     pub fn new(store: Arc<dyn ObjectStore>) -> Self {
-        Lake { store }
+        Lake {
+            store,
+            local_root: None,
+        }
+    }
+
+    /// The lake named by `[sink]`.
+    pub fn open(sink: &crate::config::SinkConfig) -> Result<Self> {
+        let mut lake = Lake::new(crate::sink::open_store(sink)?);
+        if let crate::config::LakeLocation::Local(root) = &sink.location {
+            lake.local_root = Some(root.clone());
+        }
+        Ok(lake)
     }
 
     /// The newest committed manifest, if any.
@@ -337,6 +397,9 @@ impl Lake {
                 }
             }
         }
+        if let Some(root) = &self.local_root {
+            removed.extend(remove_local_staging(root, m.seq)?);
+        }
         let held: Vec<_> = self
             .store
             .list(Some(&Path::from(XA_DIR)))
@@ -397,6 +460,52 @@ pub const XA_DIR: &str = "_sluice/xa";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_local_lake_loses_only_the_staging_files_of_the_committed_seq() {
+        let root = tempfile::tempdir().unwrap();
+        let table = root.path().join("shop").join("orders");
+        std::fs::create_dir_all(&table).unwrap();
+        std::fs::create_dir_all(root.path().join("_sluice")).unwrap();
+        let name = |seq: u64, n: u32| {
+            data_file_path("shop", "orders", seq, n, "w1")
+                .filename()
+                .unwrap()
+                .to_string()
+        };
+        let files = [
+            format!("{}#1", name(5, 0)),
+            format!("{}#12", name(5, 1)),
+            format!("{}#1", name(6, 0)),
+            name(5, 2),
+            format!("{}#x", name(5, 3)),
+        ];
+        for f in &files {
+            std::fs::write(table.join(f), b"x").unwrap();
+        }
+        std::fs::write(
+            root.path()
+                .join("_sluice")
+                .join(format!("{}#1", name(5, 0))),
+            b"x",
+        )
+        .unwrap();
+        let removed = remove_local_staging(root.path(), 5).unwrap();
+        assert_eq!(removed.len(), 2, "{removed:?}");
+        let mut left: Vec<String> = std::fs::read_dir(&table)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut expected = files[2..].to_vec();
+        expected.sort();
+        assert_eq!(left, expected);
+        assert!(root
+            .path()
+            .join("_sluice")
+            .join(format!("{}#1", name(5, 0)))
+            .exists());
+    }
 
     #[test]
     fn names_carry_the_checkpoint_seq() {

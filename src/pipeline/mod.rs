@@ -138,7 +138,7 @@ pub async fn run(
     opts: RunOptions,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<RunSummary> {
-    let lake = Lake::new(sink::open_store(&config.sink)?);
+    let lake = Lake::open(&config.sink)?;
     // Fencing rests on put-if-absent: refuse a store that cannot do it.
     sink::probe_put_if_absent(lake.store.as_ref(), &config.sink.url).await?;
     let committed = lake.latest_manifest().await?;

@@ -8,7 +8,6 @@ use super::TableSchema;
 use crate::commit::Lake;
 use crate::config::{Config, TableFilter};
 use crate::error::{Error, Result};
-use crate::sink;
 use crate::source::{self, BinlogPosition};
 
 fn split_table(name: &str) -> Result<(String, String)> {
@@ -24,7 +23,7 @@ fn split_table(name: &str) -> Result<(String, String)> {
 /// The history store, completed from the lake, and the committed checkpoint.
 /// Read-only towards the lake: a pipeline may be running beside us.
 async fn open(config: &Config) -> Result<(SchemaHistory, Lake, u64)> {
-    let lake = Lake::new(sink::open_store(&config.sink)?);
+    let lake = Lake::open(&config.sink)?;
     let committed = lake.latest_manifest().await?.map(|m| m.seq).unwrap_or(0);
     let history = SchemaHistory::open(&config.state_dir)?;
     history
