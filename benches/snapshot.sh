@@ -101,7 +101,7 @@ timed() {
 
 for run in $(seq 1 "$RUNS"); do
     banner "run $run: mariadb -e 'SELECT * FROM bench.wide' > /dev/null"
-    timed select sql -N -B -e 'SELECT * FROM bench.wide' >/dev/null
+    timed select mariadb --no-defaults --socket="$SOCK" -uroot --quick -N -B -e 'SELECT * FROM bench.wide' >/dev/null
 
     banner "run $run: mariadb-dump --tab"
     rm -rf "$tmp/tab" && mkdir -p "$tmp/tab" && chmod 777 "$tmp/tab"

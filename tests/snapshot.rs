@@ -222,6 +222,28 @@ fn assert_lake_equals_source(db: &MariaDb, lake: &Lake, method: &str) {
     }
 }
 
+/// Stops a run whose snapshot is `done` (SIGTERM, exit 0), lets a second
+/// run commit whatever followed, and reads the lake.
+fn stop_after_the_snapshot(
+    mut run: Running,
+    done: bool,
+    sluice: &Sluice,
+    lake: &std::path::Path,
+) -> Lake {
+    assert!(
+        done,
+        "the snapshot did not finish; log:\n{}",
+        run.log_tail(30)
+    );
+    assert!(
+        run.terminate(Duration::from_secs(30)).success(),
+        "{}",
+        run.log_tail(30)
+    );
+    sluice.run_until_caught_up_ok();
+    Lake::read(lake)
+}
+
 fn snapshot_state(lake: &Lake) -> serde_json::Value {
     lake.manifests
         .last()
@@ -586,7 +608,7 @@ fn ddl_during_the_snapshot(method: &str) {
     sluice.include = vec![r"shop\.(items|pairs)".into()];
     sluice.snapshot = snapshot_keys(20, method);
     sluice.interval = "100ms".into();
-    let mut run = sluice.spawn_run(false);
+    let run = sluice.spawn_run(false);
     let started = wait_until(Duration::from_secs(60), || {
         let state = snapshot_state(&Lake::read_committed(lake_dir.path()));
         state["shop.items"]["rows"].as_u64().unwrap_or(0) > 0
@@ -605,18 +627,7 @@ fn ddl_during_the_snapshot(method: &str) {
     let done = wait_until(Duration::from_secs(120), || {
         all_done(&snapshot_state(&Lake::read_committed(lake_dir.path())))
     });
-    assert!(
-        done,
-        "the snapshot did not finish; log:\n{}",
-        run.log_tail(30)
-    );
-    assert!(
-        run.terminate(Duration::from_secs(30)).success(),
-        "{}",
-        run.log_tail(30)
-    );
-    sluice.run_until_caught_up_ok();
-    let lake = Lake::read(lake_dir.path());
+    let lake = stop_after_the_snapshot(run, done, &sluice, lake_dir.path());
 
     // Both shapes are in the lake: chunks before the ALTER in the old one,
     // chunks after it read again in the new one.
@@ -721,24 +732,13 @@ fn rows_changed_inside_a_watermark_window_are_left_to_the_stream() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(300));
-    let mut run = sluice.spawn_run(false);
+    let run = sluice.spawn_run(false);
     let done = wait_until(Duration::from_secs(180), || {
         all_done(&snapshot_state(&Lake::read_committed(lake_dir.path())))
     });
     stop.store(true, Ordering::SeqCst);
     let sent: u64 = hammers.into_iter().map(|h| h.join().unwrap()).sum();
-    assert!(
-        done,
-        "the snapshot did not finish; log:\n{}",
-        run.log_tail(30)
-    );
-    assert!(
-        run.terminate(Duration::from_secs(30)).success(),
-        "{}",
-        run.log_tail(30)
-    );
-    sluice.run_until_caught_up_ok();
-    let lake = Lake::read(lake_dir.path());
+    let lake = stop_after_the_snapshot(run, done, &sluice, lake_dir.path());
     let source = db.table_map("SELECT id, v, w FROM shop.hot", &[0]);
     assert_same_table("shop.hot", &source, &lake.replay("shop.hot", &[0]));
     let hot = lake.rows("shop.hot");
