@@ -79,20 +79,16 @@ fn writer(
     stop: Arc<AtomicBool>,
     rows: u64,
 ) -> u64 {
-    let mut cmd = client;
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn mariadb client");
-    let mut stdin = child.stdin.take().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut next_id = rows as i64 * 10;
     let mut next_low = 0i64;
     let mut sent = 0;
-    stdin.write_all(b"SET NAMES utf8mb4;\n").unwrap();
-    while !stop.load(Ordering::SeqCst) {
+    // The pieces are SET NAMES and then one transaction each.
+    let pieces = feed_client(client, &namespace, &stop, move || {
+        if sent == 0 {
+            sent += 1;
+            return "SET NAMES utf8mb4;\n".to_owned();
+        }
         let mut tx = String::from("BEGIN;\n");
         for _ in 0..rng.gen_range(1..6) {
             let id = rng.gen_range(1..=rows as i64);
@@ -150,21 +146,45 @@ fn writer(
             tx.push('\n');
         }
         tx.push_str("COMMIT;\n");
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(rng.gen_range(1..6)));
+        tx
+    });
+    pieces.saturating_sub(1)
+}
+
+/// Feeds what `next` returns through one long-lived `mariadb` client until
+/// `stop`; returns how many pieces were sent (the client must succeed).
+fn feed_client(
+    mut client: std::process::Command,
+    namespace: &Namespace,
+    stop: &AtomicBool,
+    mut next: impl FnMut() -> String,
+) -> u64 {
+    let mut child = client
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn mariadb client");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut sent = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let piece = next();
         if stdin
-            .write_all(namespace.to_server(&tx).as_bytes())
+            .write_all(namespace.to_server(&piece).as_bytes())
+            .and_then(|()| stdin.flush())
             .is_err()
         {
             break;
         }
-        stdin.flush().unwrap();
         sent += 1;
-        std::thread::sleep(Duration::from_millis(rng.gen_range(1..6)));
     }
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "writer failed after {sent} transactions: {}",
+        "the client failed after {sent} pieces: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     sent
@@ -688,22 +708,15 @@ fn rows_changed_inside_a_watermark_window_are_left_to_the_stream() {
     let stop = Arc::new(AtomicBool::new(false));
     let hammers: Vec<_> = (0..2u64)
         .map(|seed| {
-            let (mut client, ns, stop) = (
+            let (client, ns, stop) = (
                 client_command(db.socket()),
                 db.namespace().clone(),
                 Arc::clone(&stop),
             );
             std::thread::spawn(move || {
-                let mut child = client
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("spawn mariadb client");
-                let mut stdin = child.stdin.take().unwrap();
                 let mut rng = StdRng::seed_from_u64(seed);
-                let mut sent = 0u64;
-                while !stop.load(Ordering::SeqCst) {
+                let mut changes = 0u64;
+                let batches = feed_client(client, &ns, &stop, move || {
                     let mut batch = String::new();
                     for _ in 0..50 {
                         let id = rng.gen_range(1..=rows);
@@ -711,23 +724,14 @@ fn rows_changed_inside_a_watermark_window_are_left_to_the_stream() {
                             0 => format!("DELETE FROM shop.hot WHERE id = {id};\n"),
                             1 => format!("REPLACE INTO shop.hot VALUES ({id}, -1, 'back');\n"),
                             _ => format!(
-                                "UPDATE shop.hot SET v = v + 1, w = 'u{sent}' WHERE id = {id};\n"
+                                "UPDATE shop.hot SET v = v + 1, w = 'u{changes}' WHERE id = {id};\n"
                             ),
                         });
-                        sent += 1;
+                        changes += 1;
                     }
-                    if stdin.write_all(ns.to_server(&batch).as_bytes()).is_err() {
-                        break;
-                    }
-                }
-                drop(stdin);
-                let out = child.wait_with_output().unwrap();
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                sent
+                    batch
+                });
+                batches * 50
             })
         })
         .collect();
