@@ -4,12 +4,11 @@
 //! Either on a captured table stops sluice with a definite error that names
 //! the table, the binlog position and the setting, and the lake keeps
 //! exactly what was committed before.
-mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 const CREATE: &str = "CREATE DATABASE shop; CREATE DATABASE other;
 CREATE TABLE shop.t (id INT PRIMARY KEY, v INT, note TEXT);

@@ -1,14 +1,13 @@
 //! One transaction of a million rows goes through with bounded memory:
 //! buffers spill to pending files mid-transaction and one manifest commits
 //! them all; under a lowered buffer bound and under the defaults.
-mod common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
-use common::*;
 
 const ROWS: usize = 1_000_000;
 

@@ -1,13 +1,12 @@
 //! Every MySQL type family of DESIGN.md, with edge values, goes through the
 //! binlog into Parquet and reads back as what SELECT returns.
-mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::common::*;
 use arrow::datatypes::{DataType, Field, TimeUnit};
-use common::*;
 
 const CREATE: &str = r#"
 CREATE DATABASE shop;

@@ -1,8 +1,7 @@
 //! Definite errors fail fast: non-zero exit, a last stderr line
 //! `sluice: error: …` that names the problem, and nothing committed.
-mod common;
 
-use common::*;
+use crate::common::*;
 
 fn setup(db: &MariaDb) -> (tempfile::TempDir, tempfile::TempDir) {
     db.sql("CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY, v INT)");

@@ -1,12 +1,11 @@
 //! Source features against a real MariaDB: the originating SQL from
 //! Annotate_rows (on and off), offline replay from binlog files, and
 //! `start = { timestamp = ... }`.
-mod common;
 
 use std::fs;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const CREATE: &str = "CREATE DATABASE shop;
 CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(32), n BIGINT);";

@@ -2,7 +2,6 @@
 //! binlog, hangs, purges what sluice still needs, or meets another replica
 //! with sluice's server_id. Every test runs a real mariadbd; the sidecar is
 //! never restarted by the test unless the test says so.
-mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
@@ -13,7 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

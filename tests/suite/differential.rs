@@ -7,13 +7,12 @@
 //! Seeded and reproducible: the seed is printed; `SLUICE_FUZZ_SEED=N`
 //! repeats a run, `SLUICE_FUZZ_ROWS=N` scales it up (default 300 rows).
 //! Every mismatch names the seed, table, key, column and both values.
-mod common;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::common::*;
 use arrow::datatypes::{DataType, Field, TimeUnit};
-use common::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

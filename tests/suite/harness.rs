@@ -1,11 +1,10 @@
 //! Tests of the test harness itself: it must work before sluice does.
-mod common;
 
 use std::sync::Arc;
 
+use crate::common::*;
 use arrow::array::*;
 use arrow::datatypes::*;
-use common::*;
 
 #[test]
 fn harness_starts_private_mariadb() {

@@ -3,16 +3,13 @@
 //! DDL in Query events, TABLE_MAPs with FULL metadata, Rows_query, a
 //! zstd-compressed transaction, partial JSON updates and binary JSON of
 //! every kind, as the lake shows them.
-#[path = "common/binlog_builder.rs"]
-mod binlog_builder;
-mod common;
 
 use std::fs;
 use std::path::Path;
 
-use binlog_builder::jsonb as jb;
-use binlog_builder::*;
-use common::*;
+use crate::binlog_builder::jsonb as jb;
+use crate::binlog_builder::*;
+use crate::common::*;
 use sluice::decode::event_type as et;
 
 const UUID: [u8; 16] = [

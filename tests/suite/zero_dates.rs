@@ -1,9 +1,8 @@
 //! Zero and partly-zero dates have no Arrow value: they become null, and
 //! the count of them is where users look (`sluice status`, its `--json`,
 //! every manifest), cumulative across runs, not only in a run's exit line.
-mod common;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn zero_dates_are_counted_in_status_and_manifests() {

@@ -4,12 +4,11 @@
 //! and no file a committed manifest lists is written or deleted after that
 //! manifest. Errors retrying cannot fix (a missing bucket, unknown
 //! credentials, access denied) stop sluice at once with one line.
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::proxy::{Exchange, Fault, FaultProxy, Rule};
-use common::*;
+use crate::common::proxy::{Exchange, Fault, FaultProxy, Rule};
+use crate::common::*;
 use serde_json::Value;
 
 const MANIFESTS: &str = "/_sluice/manifests/";

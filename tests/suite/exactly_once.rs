@@ -1,6 +1,5 @@
 //! A sidecar SIGKILLed at random moments under a steady workload loses nothing
 //! and duplicates nothing: the replayed lake equals the source row for row.
-mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
@@ -9,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -1,12 +1,11 @@
 //! GTID resume and failover: sluice follows a primary under a writer, is
 //! killed, the primary dies, its GTID replica is promoted, and sluice pointed
 //! at the promoted server continues with no lost and no duplicate row.
-mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const CREATE: &str = "CREATE DATABASE shop;
 CREATE TABLE shop.t (id BIGINT PRIMARY KEY, v VARCHAR(32), n INT NOT NULL);";

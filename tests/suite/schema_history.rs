@@ -2,13 +2,12 @@
 //! through many schema changes, point-in-time lookups, a crash between a DDL
 //! and its checkpoint, a lost state dir, and the way out of a DDL sluice
 //! cannot read.
-mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::common::*;
 use arrow::datatypes::DataType;
-use common::*;
 use serde_json::Value;
 
 /// A row with its file's column names and schema version.

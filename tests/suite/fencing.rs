@@ -1,11 +1,10 @@
 //! Two sidecars on one lake never both commit: the one that finds its next
 //! manifest already written stops with an error that says the lake is owned by
 //! another writer, and the lake stays consistent.
-mod common;
 
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const FENCING: &str = r"(?i)another writer|fenc|owned|owns|already (exists|written|committed)";

@@ -2,11 +2,10 @@
 //! a transaction end one. Savepoints, ROLLBACK TO SAVEPOINT and the CREATE
 //! TABLE of a CREATE TABLE … SELECT are inside their transaction; rows that a
 //! logged ROLLBACK TO SAVEPOINT took back never reach the lake.
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::*;
+use crate::common::*;
 
 /// `(event type, start, end, info)` of every event of the server's binlog files.
 fn binlog_events(db: &MariaDb) -> Vec<(String, String, u64, u64, String)> {

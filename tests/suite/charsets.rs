@@ -3,12 +3,11 @@
 //! ujis/eucjpms goes through the binlog and must come out of the lake as
 //! `CONVERT(… USING utf8mb4)` shows it; then random strings of valid
 //! characters (seeded, `SLUICE_FUZZ_SEED`) with updates and deletes.
-mod common;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use common::*;
+use crate::common::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

@@ -1,7 +1,6 @@
 //! The initial snapshot (DESIGN.md, "Initial snapshot"): a new lake starts
 //! with every captured table's rows, read in chunks while a writer changes
 //! the tables, and the replay by `_seq` equals the source.
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -10,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -1,9 +1,8 @@
 //! `sluice check` and the SIGTERM contract of `sluice run`.
-mod common;
 
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn check_lists_every_precondition_and_fails_on_the_wrong_format() {

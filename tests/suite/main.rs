@@ -1,0 +1,35 @@
+//! The integration tests, one binary: every test starts its own servers
+//! (mariadbd, moto_server) in a temporary directory on a free port, so they
+//! share nothing but the machine. One binary links once and lets the test
+//! threads (RUST_TEST_THREADS) run tests of every file side by side; run a
+//! file's tests with its module name as the filter, e.g.
+//! `cargo test --release --test suite snapshot::`.
+//!
+//! tests/object_store.rs stays a binary of its own: it sets the AWS
+//! credentials in its process environment, which other tests must not see.
+#[path = "../common/mod.rs"]
+mod common;
+
+#[path = "../common/binlog_builder.rs"]
+mod binlog_builder;
+
+mod bad_input;
+mod big_transaction;
+mod charsets;
+mod cli;
+mod ddl_corpus;
+mod differential;
+mod exactly_once;
+mod fencing;
+mod gtid;
+mod harness;
+mod mysql8_binlog;
+mod resilience;
+mod schema_history;
+mod session_settings;
+mod snapshot;
+mod source_features;
+mod store_faults;
+mod transactions;
+mod types;
+mod zero_dates;
