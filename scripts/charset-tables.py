@@ -13,7 +13,7 @@ Layout of a table, u16 little-endian throughout:
   ujis/eucjpms: then 94 x 94 entries for 0x8F followed by 0xA1-0xFE twice.
 A character the server has no Unicode for is what it shows: '?' (and for
 tis620 the U+FFFD its table holds). sluice decodes with these tables and
-tests/charsets.rs checks them against the server again, byte by byte.
+tests/suite/charsets.rs checks them against the server again, byte by byte.
 """
 import os
 import struct

@@ -1027,7 +1027,7 @@ impl Pipeline<'_> {
                     QueryKind::Other => {
                         decode::dml::refuse_captured(&statement, &q.schema(), &self.config.filter, &self.file, start)?;
                         let at = self.stream_point(start, header.timestamp());
-                        let fx = self.tracker.apply_ddl(&statement, &q.schema(), &at)?;
+                        let fx = self.tracker.apply_ddl(&statement, &q.schema(), ansi_quotes(&q), &at)?;
                         if fx.captured {
                             self.tx_ddl = true;
                             self.apply_ddl_effects(fx, &at).await?;
@@ -1783,4 +1783,21 @@ impl Pipeline<'_> {
         self.last_checkpoint = Instant::now();
         Ok(())
     }
+}
+
+/// Whether the session that ran a Query event had `ANSI_QUOTES` in its
+/// `sql_mode` (double quotes then quote names, not strings). The status
+/// variable is absent from events of servers that do not write it: the
+/// default `sql_mode`, without it.
+fn ansi_quotes(q: &QueryEvent<'_>) -> bool {
+    use mysql_common::binlog::consts::StatusVarKey;
+    use mysql_common::binlog::events::StatusVarVal;
+    use mysql_common::constants::SqlMode;
+    q.status_vars()
+        .get_status_var(StatusVarKey::SqlMode)
+        .and_then(|v| match v.get_value() {
+            Ok(StatusVarVal::SqlMode(mode)) => Some(mode.get().contains(SqlMode::MODE_ANSI_QUOTES)),
+            _ => None,
+        })
+        .unwrap_or(false)
 }

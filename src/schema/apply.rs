@@ -59,20 +59,20 @@ fn index_of(columns: &[ColumnDef], name: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("no column `{name}`"))
 }
 
+/// Inserts `column` at `position` (named by the columns' new names); returns
+/// its index.
 fn insert_at(
     columns: &mut Vec<ColumnDef>,
     column: ColumnDef,
     position: &ColumnPosition,
-) -> Result<(), String> {
-    match position {
-        ColumnPosition::Last => columns.push(column),
-        ColumnPosition::First => columns.insert(0, column),
-        ColumnPosition::After(name) => {
-            let i = index_of(columns, name)?;
-            columns.insert(i + 1, column);
-        }
-    }
-    Ok(())
+) -> Result<usize, String> {
+    let i = match position {
+        ColumnPosition::Last => columns.len(),
+        ColumnPosition::First => 0,
+        ColumnPosition::After(name) => index_of(columns, name)? + 1,
+    };
+    columns.insert(i, column);
+    Ok(i)
 }
 
 /// The result of an ALTER TABLE on one table.
@@ -81,6 +81,26 @@ pub struct Altered {
     pub columns: Vec<ColumnDef>,
     pub charset: String,
     pub renamed_to: Option<TableName>,
+    /// The name each column had before the statement (`None`: added by it).
+    origins: Vec<Option<String>>,
+}
+
+impl Altered {
+    /// The column that DROP, CHANGE, MODIFY and RENAME COLUMN name: they name
+    /// the table as the statement found it (`CHANGE a b INT, RENAME b TO c`
+    /// renames the old a and the old b), or else a column that an ADD of the
+    /// same statement made.
+    fn named(&self, name: &str) -> Result<usize, String> {
+        self.origins
+            .iter()
+            .position(|o| o.as_deref().is_some_and(|o| o.eq_ignore_ascii_case(name)))
+            .or_else(|| {
+                (0..self.columns.len()).find(|&i| {
+                    self.origins[i].is_none() && self.columns[i].name.eq_ignore_ascii_case(name)
+                })
+            })
+            .ok_or_else(|| format!("no column `{name}`"))
+    }
 }
 
 /// Applies ALTER TABLE operations in order, as the server does.
@@ -89,19 +109,30 @@ pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, Strin
         columns: base.columns.clone(),
         charset: base.charset.clone().unwrap_or_else(|| "utf8mb4".into()),
         renamed_to: None,
+        origins: base.columns.iter().map(|c| Some(c.name.clone())).collect(),
     };
     // The server applies DROP, CHANGE, MODIFY and RENAME to the table as it
     // was, then adds the new columns, then rebuilds the keys: `ADD z,
     // CHANGE z y` renames the old z and adds a new one, and `DROP i, ADD i …,
     // ADD PRIMARY KEY (i)` keys the new i.
+    // A CHANGE or MODIFY of a column that only an ADD of the same statement
+    // makes (`ADD c INT, MODIFY c BIGINT`) changes the added column.
+    let added = |name: &str| {
+        index_of(&base.columns, name).is_err()
+            && ops.iter().any(|op| match op {
+                AlterOp::Add(spec, _) => spec.name.eq_ignore_ascii_case(name),
+                _ => false,
+            })
+    };
     let phase = |op: &AlterOp| match op {
         AlterOp::Add(..) => 1,
         AlterOp::IfColumn { op, .. } if matches!(op.as_ref(), AlterOp::Add(..)) => 1,
-        AlterOp::AddPrimaryKey(_) | AlterOp::AddPrimaryKeyIfNone(_) | AlterOp::DropPrimaryKey => 2,
-        AlterOp::Period { .. } => 3,
+        AlterOp::Change { old, .. } if added(old) => 2,
+        AlterOp::AddPrimaryKey(_) | AlterOp::AddPrimaryKeyIfNone(_) | AlterOp::DropPrimaryKey => 3,
+        AlterOp::Period { .. } => 4,
         _ => 0,
     };
-    for p in 0..4 {
+    for p in 0..5 {
         for op in ops.iter().filter(|op| phase(op) == p) {
             apply_op(&mut altered, op, &base.columns)?;
         }
@@ -111,44 +142,48 @@ pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, Strin
 
 /// Applies one operation; `before` is the table as the statement found it.
 fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), String> {
-    let columns = &mut t.columns;
     match op {
         AlterOp::Add(spec, position) => {
-            if index_of(columns, &spec.name).is_ok() {
+            if index_of(&t.columns, &spec.name).is_ok() {
                 return Err(format!("column `{}` already exists", spec.name));
             }
             let column = column_from_spec(spec, &t.charset)?;
-            insert_at(columns, column, position)?;
+            let i = insert_at(&mut t.columns, column, position)?;
+            t.origins.insert(i, None);
         }
         AlterOp::Drop(name) => {
-            let i = index_of(columns, name)?;
-            columns.remove(i);
+            let i = t.named(name)?;
+            t.columns.remove(i);
+            t.origins.remove(i);
         }
         AlterOp::Change {
             old,
             column,
             position,
         } => {
-            let i = index_of(columns, old)?;
-            let was_pk = columns[i].primary_key;
+            let i = t.named(old)?;
+            let was_pk = t.columns[i].primary_key;
             let mut new = column_from_spec(column, &t.charset)?;
             new.primary_key |= was_pk;
             if new.primary_key {
                 new.nullable = false;
             }
             match position {
-                ColumnPosition::Last => columns[i] = new,
+                ColumnPosition::Last => t.columns[i] = new,
                 p => {
-                    columns.remove(i);
-                    insert_at(columns, new, p)?;
+                    t.columns.remove(i);
+                    let origin = t.origins.remove(i);
+                    let j = insert_at(&mut t.columns, new, p)?;
+                    t.origins.insert(j, origin);
                 }
             }
         }
         AlterOp::RenameColumn { old, new } => {
-            let i = index_of(columns, old)?;
-            columns[i].name = new.clone();
+            let i = t.named(old)?;
+            t.columns[i].name = new.clone();
         }
         AlterOp::AddPrimaryKey(names) => {
+            let columns = &mut t.columns;
             for name in names {
                 let i = index_of(columns, name)?;
                 columns[i].primary_key = true;
@@ -157,19 +192,19 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
         }
         AlterOp::AddPrimaryKeyIfNone(names) => {
             // Decided against the table before the statement, like IF EXISTS.
-            if !before.iter().any(|c| c.primary_key) && !columns.iter().any(|c| c.primary_key) {
+            if !before.iter().any(|c| c.primary_key) && !t.columns.iter().any(|c| c.primary_key) {
                 apply_op(t, &AlterOp::AddPrimaryKey(names.clone()), before)?;
             }
         }
         AlterOp::DropPrimaryKey => {
-            for c in columns.iter_mut() {
+            for c in t.columns.iter_mut() {
                 c.primary_key = false;
             }
         }
         AlterOp::RenameTo(name) => t.renamed_to = Some(name.clone()),
         AlterOp::ConvertCharset(cs) => {
             t.charset = cs.clone();
-            for c in columns.iter_mut() {
+            for c in t.columns.iter_mut() {
                 if let Some(from) = c
                     .charset
                     .clone()
@@ -191,6 +226,7 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
             end,
             system_versioned,
         } => {
+            let columns = &mut t.columns;
             let keyed = columns.iter().any(|c| c.primary_key);
             for name in [start, end] {
                 let i = index_of(columns, name)?;
@@ -205,7 +241,7 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
         // statement, and skips a clause that an earlier one made moot:
         // `DROP COLUMN IF EXISTS b, ADD COLUMN IF NOT EXISTS b …` only drops b.
         AlterOp::IfColumn { column, exists, op } => {
-            let now = index_of(columns, column).is_ok();
+            let now = index_of(&t.columns, column).is_ok();
             let then = index_of(before, column).is_ok();
             if now == *exists && then == *exists {
                 apply_op(t, op, before)?;
@@ -488,6 +524,32 @@ mod tests {
             panic!()
         };
         apply_alter(base, &ops)
+    }
+
+    #[test]
+    fn a_column_added_and_modified_in_one_statement_takes_the_modification() {
+        let base = create("CREATE TABLE t (id INT PRIMARY KEY)");
+        let t = alter(
+            &base,
+            "ALTER TABLE t ADD COLUMN c INT NOT NULL DEFAULT 2, ALTER COLUMN c DROP DEFAULT, \
+             MODIFY COLUMN c BIGINT, ADD (d INT, e CHAR(3)), DROP CONSTRAINT PRIMARY KEY",
+        )
+        .unwrap();
+        let cols: Vec<(&str, &str, bool)> = t
+            .columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.mysql_type.as_str(), c.nullable))
+            .collect();
+        assert!(t.columns.iter().all(|c| !c.primary_key));
+        assert_eq!(
+            cols,
+            [
+                ("id", "int", false),
+                ("c", "bigint", true),
+                ("d", "int", true),
+                ("e", "char(3)", true)
+            ]
+        );
     }
 
     #[test]

@@ -305,17 +305,19 @@ impl SchemaTracker {
             .unwrap_or_else(|| self.server_charset.clone())
     }
 
-    /// Applies one DDL statement. Statements that touch no captured table
+    /// Applies one DDL statement (`ansi_quotes`: the session's `sql_mode` made
+    /// double quotes name quotes, as the Query event says). Statements that touch no captured table
     /// change nothing; one that touches a captured table and cannot be read
     /// is a definite error naming `sluice schema resync`.
     pub fn apply_ddl(
         &mut self,
         statement: &str,
         default_db: &str,
+        ansi_quotes: bool,
         at: &StreamPoint,
     ) -> Result<DdlEffects> {
         let mut fx = DdlEffects::default();
-        let changes = match parse_ddl_on(statement, default_db, self.server) {
+        let changes = match parse_ddl_on(statement, default_db, self.server, ansi_quotes) {
             Ok(c) => c,
             Err(why) => {
                 let named: Vec<TableName> = match ddl_effect(statement, default_db) {

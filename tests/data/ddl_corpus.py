@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates tests/data/ddl_corpus.jsonl, the statements of tests/ddl_corpus.rs.
+"""Regenerates tests/data/ddl_corpus.jsonl, the statements of tests/suite/ddl_corpus.rs.
 
     python3 tests/data/ddl_corpus.py MYSQL_TEST_DIR [OUT]
 
@@ -29,7 +29,6 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WINDOWS, WINDOW = 3, 16
 SOURCES = [
     "main/alter_table.test",
     "main/alter_table_combinations.test",
@@ -186,23 +185,8 @@ def candidates(test_dir, excluded):
                 continue
             picked.append({"db": "c%d" % i, "src": "mysql-test/%s:%d" % (rel, line), "sql": sql,
                            "tables": tables})
-        kept = windows(picked)
-        if len(kept) < len(picked):
-            excluded["outside the windows of a long file"] = (
-                excluded.get("outside the windows of a long file", 0) + len(picked) - len(kept))
-        out.extend(kept)
+        out.extend(picked)
     return out
-
-
-def windows(statements):
-    """Bounds the test's runtime: from a long file, WINDOWS runs of WINDOW
-    statements in a row (at its start and spread over the rest), so the
-    statements of one scenario stay together."""
-    if len(statements) <= WINDOWS * WINDOW:
-        return statements
-    starts = [k * (len(statements) - WINDOW) // (WINDOWS - 1) for k in range(WINDOWS)]
-    keep = sorted({j for s in starts for j in range(s, s + WINDOW)})
-    return [statements[j] for j in keep]
 
 
 def start_server(d):

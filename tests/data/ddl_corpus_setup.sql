@@ -1,4 +1,4 @@
--- Server-side helpers of tests/ddl_corpus.rs (also used by tests/data/ddl_corpus.py
+-- Server-side helpers of tests/suite/ddl_corpus.rs (also used by tests/data/ddl_corpus.py
 -- when it extracts the corpus, so both see the same rows and the same outcomes).
 --
 -- corpus_meta.after_ddl(db, step, 'a/b'): for each of the tables a, b of `db`
@@ -7,7 +7,8 @@
 -- values generated from the shape, so rows are decoded in every shape.
 -- corpus_meta.hidden(db, t): whether table t has columns that the binlog
 -- carries but information_schema does not show (implicit system-versioning
--- columns, the hash column of a long UNIQUE key) or types outside DESIGN.md.
+-- columns, the hash column of a long UNIQUE key) or types outside DESIGN.md
+-- (INET4, INET6, UUID, and COMPRESSED columns, whose values the binlog carries compressed).
 -- corpus_meta.trx_versioned(db, t): whether table t has transaction-precise
 -- system versioning (ROW START of type BIGINT UNSIGNED): MariaDB logs every
 -- change to such a table as a statement even with binlog_format=ROW, so its
@@ -27,7 +28,9 @@ BEGIN
           WHERE s.TABLE_SCHEMA = d AND s.TABLE_NAME = t AND s.INDEX_TYPE = 'HASH'
             AND tb.ENGINE NOT IN ('MEMORY', 'HEAP'))
        + (SELECT COUNT(*) FROM information_schema.COLUMNS
-          WHERE TABLE_SCHEMA = d AND TABLE_NAME = t AND DATA_TYPE IN ('inet4', 'inet6', 'uuid'));
+          WHERE TABLE_SCHEMA = d AND TABLE_NAME = t AND DATA_TYPE IN ('inet4', 'inet6', 'uuid'))
+       + (SELECT COUNT(*) FROM information_schema.COLUMNS
+          WHERE TABLE_SCHEMA = d AND TABLE_NAME = t AND COLUMN_TYPE LIKE '%COMPRESSED%');
 END//
 CREATE FUNCTION corpus_meta.trx_versioned(d VARCHAR(64), t VARCHAR(64)) RETURNS INT READS SQL DATA
 BEGIN

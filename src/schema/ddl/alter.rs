@@ -159,7 +159,7 @@ fn alter_op(op: &AlterTableOperation, default_db: &str) -> Result<Vec<AlterOp>, 
 
 /// A column clause with MariaDB's `IF [NOT] EXISTS` (`ADD [COLUMN] IF NOT
 /// EXISTS`, `DROP [COLUMN] IF EXISTS`, `MODIFY/CHANGE [COLUMN] IF EXISTS`,
-/// `RENAME COLUMN IF EXISTS`), which sqlparser does not read: the clause
+/// `RENAME COLUMN IF EXISTS`, `ALTER [COLUMN] IF EXISTS`), which sqlparser does not read: the clause
 /// without the condition, wrapped in [`AlterOp::IfColumn`]. `None` for any
 /// other clause (indexes, keys, constraints and partitions with `IF [NOT]
 /// EXISTS` change no column and are skipped by the caller).
@@ -172,7 +172,7 @@ fn conditional_column_clause(
     let Some(re) = FORMS
         .get_or_init(|| {
             regex::Regex::new(
-                r"(?is)^\s*(ADD|DROP|MODIFY|CHANGE|RENAME)(\s+COLUMN)?\s+IF\s+(NOT\s+)?EXISTS\s+(.*)$",
+                r"(?is)^\s*(ADD|DROP|MODIFY|CHANGE|RENAME|ALTER)(\s+COLUMN)?\s+IF\s+(NOT\s+)?EXISTS\s+(.*)$",
             )
             .ok()
         })
@@ -189,7 +189,7 @@ fn conditional_column_clause(
     let rest = &m[4];
     let wanted = match (verb.as_str(), not) {
         ("ADD", true) => false,
-        ("DROP" | "MODIFY" | "CHANGE", false) => true,
+        ("DROP" | "MODIFY" | "CHANGE" | "ALTER", false) => true,
         ("RENAME", false) if column_kw => true,
         _ => {
             return Err(format!(
@@ -228,6 +228,35 @@ pub(super) fn alter_clause(clause: &str, default_db: &str) -> Result<Vec<AlterOp
     let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
     if let Some(ops) = conditional_column_clause(clause, default_db)? {
         return Ok(ops);
+    }
+    // `DROP CONSTRAINT [IF EXISTS] PRIMARY [KEY]`: the primary key's name is PRIMARY.
+    if w(0) == "DROP" && w(1) == "CONSTRAINT" {
+        let name = if w(2) == "IF" && w(3) == "EXISTS" {
+            w(4)
+        } else {
+            w(2)
+        };
+        if name.trim_matches('`') == "PRIMARY" {
+            return Ok(vec![AlterOp::DropPrimaryKey]);
+        }
+    }
+    // `ADD [COLUMN] (a INT, b INT)`: one ADD per column.
+    if w(0) == "ADD" {
+        let rest = clause.trim_start()[3..].trim_start();
+        let rest = match rest.get(..6) {
+            Some(k) if k.eq_ignore_ascii_case("COLUMN") => rest[6..].trim_start(),
+            _ => rest,
+        };
+        if let Some(list) = rest
+            .strip_prefix('(')
+            .and_then(|r| r.trim_end().strip_suffix(')'))
+        {
+            let mut ops = Vec::new();
+            for column in split_top_level(list) {
+                ops.extend(alter_clause(&format!("ADD COLUMN {column}"), default_db)?);
+            }
+            return Ok(ops);
+        }
     }
     // `ADD [CONSTRAINT [name]] PRIMARY KEY IF NOT EXISTS [name] (cols)`.
     if w(0) == "ADD" && words.iter().any(|x| x == "PRIMARY") {

@@ -26,7 +26,9 @@ use alter::{alter_clause, is_order_by_item, split_top_level, sql_table_clause_st
 pub use create::charset_of_collation;
 use create::{charset_option, create_change, create_with_column_list, object_name};
 pub use normalize::ServerVersion;
-use normalize::{normalize_mariadb, periods, unwrap_executable_comments, without_plain_comments};
+use normalize::{
+    normalize_mariadb, periods, requote, unwrap_executable_comments, without_plain_comments,
+};
 pub use scan::{ddl_effect, DdlEffect};
 use scan::{tokenize, Token, Tokens};
 
@@ -129,17 +131,23 @@ pub enum Change {
 /// `Err` with the reason when the statement looks like table DDL but cannot
 /// be read.
 pub fn parse_ddl(statement: &str, default_db: &str) -> Result<Vec<Change>, String> {
-    parse_ddl_on(statement, default_db, None)
+    parse_ddl_on(statement, default_db, None, false)
 }
 
 /// [`parse_ddl`] of a statement the server `server` ran: its executable
-/// comments count as that server counted them (all of them when unknown).
+/// comments count as that server counted them (all of them when unknown),
+/// and its double quotes are names when its `sql_mode` had `ANSI_QUOTES`,
+/// strings otherwise.
 pub fn parse_ddl_on(
     statement: &str,
     default_db: &str,
     server: Option<ServerVersion>,
+    ansi_quotes: bool,
 ) -> Result<Vec<Change>, String> {
-    let unwrapped = without_plain_comments(&unwrap_executable_comments(statement, server));
+    let unwrapped = requote(
+        &without_plain_comments(&unwrap_executable_comments(statement, server)),
+        ansi_quotes,
+    );
     let (periods, versioned) = periods(&unwrapped);
     let period_ops: Vec<AlterOp> = periods
         .into_iter()
@@ -185,6 +193,38 @@ fn period_of_specs(columns: &mut [ColumnSpec], period: &AlterOp) {
     }
 }
 
+/// MariaDB's `CONVERT PARTITION p TO TABLE t` (a new table `t` in the
+/// altered table's shape) and `CONVERT TABLE t TO PARTITION …` (table `t`
+/// ends); `None` for any other clause.
+fn partition_table_clause(clause: &str, altered: &TableName, default_db: &str) -> Option<Change> {
+    let mut t = Tokens {
+        tokens: tokenize(clause),
+        pos: 0,
+    };
+    if !t.keyword("CONVERT") {
+        return None;
+    }
+    if t.keyword("PARTITION") {
+        t.pos += 1;
+        if t.keywords(&["TO", "TABLE"]) {
+            let table = t.table_name(default_db)?;
+            return Some(Change::CreateLike {
+                table,
+                like: altered.clone(),
+                if_not_exists: false,
+            });
+        }
+        return None;
+    }
+    if t.keyword("TABLE") {
+        let table = t.table_name(default_db)?;
+        return t
+            .keywords(&["TO", "PARTITION"])
+            .then(|| Change::Drop(vec![table]));
+    }
+    None
+}
+
 /// [`parse_ddl_on`] of the statement once rewritten for sqlparser.
 fn parse_normalized(sql: &str, default_db: &str) -> Result<Vec<Change>, String> {
     let sql = sql.to_string();
@@ -203,8 +243,13 @@ fn parse_normalized(sql: &str, default_db: &str) -> Result<Vec<Change>, String> 
                 .ok_or("ALTER TABLE without a table name")?;
             let head = sql_table_clause_start(&sql).ok_or("cannot find the ALTER TABLE clauses")?;
             let mut ops = Vec::new();
+            let mut other_tables = Vec::new();
             let mut in_order_by = false;
             for clause in split_top_level(&sql[head..]) {
+                if let Some(change) = partition_table_clause(&clause, &table, default_db) {
+                    other_tables.push(change);
+                    continue;
+                }
                 // `ORDER BY a, b DESC`: the comma splits the clause, and
                 // the order of rows is no part of the shape.
                 let starts_order_by = clause
@@ -217,7 +262,9 @@ fn parse_normalized(sql: &str, default_db: &str) -> Result<Vec<Change>, String> 
                 in_order_by = false;
                 ops.extend(alter_clause(&clause, default_db)?);
             }
-            return Ok(vec![Change::Alter { table, ops }]);
+            let mut changes = vec![Change::Alter { table, ops }];
+            changes.extend(other_tables);
+            return Ok(changes);
         }
         if t.keyword("DATABASE") || t.keyword("SCHEMA") {
             let db = match t.tokens.get(t.pos) {

@@ -113,9 +113,8 @@ pub(super) fn normalize_mariadb(sql: &str) -> String {
                 r"(?i)([\w)])\s+CHARSET\s+([\w`'\x22])",
                 "${1} CHARACTER SET ${2}",
             ),
-            // Column attributes that change no type.
-            (r"(?i)(\s)(IN)?VISIBLE\b", "$1"),
-            (r"(?i)\s+COMPRESSED(\s*=\s*\w+)?\b", ""),
+            // `a mod 3`: MOD as an operator is `%`.
+            (r"(?i)([\w)])\s+MOD\s+", "$1 % "),
         ]
         .into_iter()
         .filter_map(|(re, to)| regex::Regex::new(re).ok().map(|r| (r, to)))
@@ -125,7 +124,162 @@ pub(super) fn normalize_mariadb(sql: &str) -> String {
     for (re, to) in rules {
         out = re.replace_all(&out, *to).into_owned();
     }
-    outside_quotes(&out, type_spellings)
+    outside_quotes(&out, |plain| {
+        qualified_column_names(&digit_names(&type_spellings(&without_attributes(plain))))
+    })
+}
+
+/// Drops the column attributes that change no type (`INVISIBLE`, `VISIBLE`,
+/// `COMPRESSED[=method]`) where they follow a type or another attribute, and
+/// keeps them where they are a name (`CREATE TABLE compressed`,
+/// `(a INT, invisible INT INVISIBLE)`, `CHANGE COLUMN invisible …`).
+fn without_attributes(sql: &str) -> String {
+    use std::sync::OnceLock;
+    static RE: OnceLock<Option<regex::Regex>> = OnceLock::new();
+    let Some(re) = RE
+        .get_or_init(|| {
+            regex::Regex::new(r"(?i)(\S+)(\s+)(INVISIBLE|VISIBLE|COMPRESSED(\s*=\s*\w+)?)\b").ok()
+        })
+        .as_ref()
+    else {
+        return sql.to_string();
+    };
+    const NAMING: &[&str] = &[
+        "TABLE", "COLUMN", "ADD", "DROP", "CHANGE", "MODIFY", "AFTER", "TO", "AS", "EXISTS",
+        "LIKE", "KEY", "INDEX", "BY", "RENAME", "FROM", "INTO", "ON", "ALTER", "TABLES",
+    ];
+    re.replace_all(sql, |c: &regex::Captures| {
+        let before = &c[1];
+        let names =
+            before.ends_with([',', '(']) || NAMING.iter().any(|k| before.eq_ignore_ascii_case(k));
+        if names {
+            c[0].to_string()
+        } else {
+            format!("{before}{}", &c[2])
+        }
+    })
+    .into_owned()
+}
+
+/// Names that start with digits (`1ea10`, `1e`), which MariaDB accepts unquoted
+/// when they are not numbers, quoted for sqlparser, which reads them as numbers.
+fn digit_names(sql: &str) -> String {
+    use std::sync::OnceLock;
+    static RE: OnceLock<Option<(regex::Regex, regex::Regex)>> = OnceLock::new();
+    let Some((word, number)) = RE
+        .get_or_init(|| {
+            Some((
+                regex::Regex::new(r"\b([0-9]+[A-Za-z_$][0-9A-Za-z_$]*)(\s*[+-]\s*[0-9])?").ok()?,
+                regex::Regex::new(r"(?i)^(0x[0-9a-f]+|0b[01]+|[0-9]+e[0-9]*)$").ok()?,
+            ))
+        })
+        .as_ref()
+    else {
+        return sql.to_string();
+    };
+    word.replace_all(sql, |c: &regex::Captures| {
+        let name = &c[1];
+        let exponent = c.get(2).is_some() && name.to_ascii_lowercase().ends_with('e');
+        if number.is_match(name) && (exponent || !name.to_ascii_lowercase().ends_with('e')) {
+            c[0].to_string()
+        } else {
+            format!("`{name}`{}", c.get(2).map_or("", |m| m.as_str()))
+        }
+    })
+    .into_owned()
+}
+
+/// `CREATE TABLE t1 (t1.a INT)`: a column definition may name its table, which
+/// changes nothing; sqlparser reads only the bare name.
+fn qualified_column_names(sql: &str) -> String {
+    use std::sync::OnceLock;
+    static RE: OnceLock<Option<regex::Regex>> = OnceLock::new();
+    let Some(re) = RE
+        .get_or_init(|| {
+            regex::Regex::new(
+                r"(?i)([(,]\s*)(\w+|`[^`]*`)\.(\w+|`[^`]*`)(\s+(?:(?:tiny|small|medium|big)?int|integer|char|varchar|(?:tiny|medium|long)?text|(?:tiny|medium|long)?blob|decimal|numeric|float|double|real|date|time|datetime|timestamp|year|bit|bool|boolean|enum|set|binary|varbinary|json)\b)",
+            )
+            .ok()
+        })
+        .as_ref()
+    else {
+        return sql.to_string();
+    };
+    re.replace_all(sql, |c: &regex::Captures| {
+        let name = &c[3];
+        if name.starts_with('`') {
+            format!("{}{name}{}", &c[1], &c[4])
+        } else {
+            // Quoted: the bare name may be a keyword (`t1.index`).
+            format!("{}`{name}`{}", &c[1], &c[4])
+        }
+    })
+    .into_owned()
+}
+
+/// The double-quoted parts of a statement in the meaning its `sql_mode` gave
+/// them: names under `ANSI_QUOTES` (written here with backticks), string
+/// values otherwise (with single quotes), so that sqlparser reads them as
+/// the server did.
+pub(super) fn requote(sql: &str, ansi_quotes: bool) -> String {
+    if !sql.contains('"') {
+        return sql.to_string();
+    }
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '`' => {
+                out.push(c);
+                while let Some(d) = chars.next() {
+                    out.push(d);
+                    if d == '\\' && c == '\'' {
+                        if let Some(e) = chars.next() {
+                            out.push(e);
+                        }
+                    } else if d == c {
+                        if chars.peek() == Some(&c) {
+                            out.push(c);
+                            chars.next();
+                        } else {
+                            break;
+                        }
+                    }
+                }
+            }
+            '"' => {
+                let mut text = String::new();
+                while let Some(d) = chars.next() {
+                    if d == '\\' && !ansi_quotes {
+                        if let Some(e) = chars.next() {
+                            text.push(d);
+                            text.push(e);
+                        }
+                    } else if d == '"' {
+                        if chars.peek() == Some(&'"') {
+                            text.push('"');
+                            chars.next();
+                        } else {
+                            break;
+                        }
+                    } else {
+                        text.push(d);
+                    }
+                }
+                if ansi_quotes {
+                    out.push('`');
+                    out.push_str(&text.replace('`', "``"));
+                    out.push('`');
+                } else {
+                    out.push('\'');
+                    out.push_str(&text.replace('\'', "''"));
+                    out.push('\'');
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// Applies `rewrite` to the parts of `sql` outside quotes and backticks, so
