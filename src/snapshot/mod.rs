@@ -29,6 +29,7 @@
 //! manifest, so a restart resumes after the last committed chunk.
 
 pub mod reader;
+pub mod request;
 pub mod values;
 
 use std::collections::BTreeMap;
