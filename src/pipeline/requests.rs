@@ -112,12 +112,11 @@ pub(super) fn widened_tables(
     };
     let mut out = Vec::new();
     for (db, name) in existing {
+        if before.as_ref().is_some_and(|f| f.captures(&db, &name)) {
+            continue;
+        }
         let known = !tracker.history().versions(&db, &name)?.is_empty();
-        let new = match &before {
-            Some(f) => !f.captures(&db, &name),
-            None => !known,
-        };
-        if new {
+        if before.is_some() || !known {
             out.push((db, name, known));
         }
     }
@@ -189,7 +188,15 @@ impl Pipeline<'_> {
             return Ok(());
         }
         self.requests.last_listed = Some(Instant::now());
-        let listed = request::list(self.lake.store.as_ref()).await?;
+        // The stream does not depend on requests: a store that fails to
+        // list them is asked again at the next interval.
+        let listed = match request::list(self.lake.store.as_ref()).await {
+            Ok(listed) => listed,
+            Err(e) => {
+                warn!(error = %e, "could not list snapshot requests; trying again in [flush] interval");
+                return Ok(());
+            }
+        };
         if listed.is_empty() {
             return Ok(());
         }
