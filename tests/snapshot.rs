@@ -823,7 +823,7 @@ fn request_snapshot(sluice: &Sluice, tables: &[&str]) -> String {
 /// `snapshot` rows (after the stream's changes to it since the cursor), the
 /// one created while sluice was stopped comes from the stream alone, and
 /// with `new_tables = "skip"` nothing is read.
-fn widen_the_filter(new_tables: &str) -> (MariaDb, Lake) {
+fn widen_the_filter(new_tables: &str) -> (MariaDb, Lake, Sluice, [tempfile::TempDir; 2]) {
     let db = MariaDb::start();
     db.sql("CREATE DATABASE shop;");
     small_table(&db, "a", 300);
@@ -833,6 +833,7 @@ fn widen_the_filter(new_tables: &str) -> (MariaDb, Lake) {
     let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
     sluice.include = vec![r"shop\.(a|c)".into()];
     sluice.snapshot = format!("chunk_rows = 64\nnew_tables = \"{new_tables}\"");
+    let state_dir = state;
     sluice.interval = "100ms".into();
     sluice.run_until_caught_up_ok();
     let first = Lake::read(lake_dir.path());
@@ -869,12 +870,12 @@ fn widen_the_filter(new_tables: &str) -> (MariaDb, Lake) {
     assert_small_table_replays(&db, &lake, "c");
     let state = snapshot_state(&lake);
     assert!(state.get("shop.c").is_none(), "{state}");
-    (db, lake)
+    (db, lake, sluice, [lake_dir, state_dir])
 }
 
 #[test]
 fn a_table_a_widened_filter_adds_is_snapshotted_beside_the_stream() {
-    let (db, lake) = widen_the_filter("snapshot");
+    let (db, lake, mut sluice, dirs) = widen_the_filter("snapshot");
     // b: the stream's changes since the cursor (10 updates, 10 deletes, one
     // insert), then the snapshot of its 491 rows.
     let ops = ops_of(&lake, "shop.b");
@@ -892,11 +893,30 @@ fn a_table_a_widened_filter_adds_is_snapshotted_beside_the_stream() {
     assert_eq!(state["shop.b"]["state"], "done", "{state}");
     assert_eq!(state["shop.b"]["rows"], 491, "{state}");
     assert_eq!(state["shop.a"]["rows"], 300, "{state}");
+
+    // b left out while it changes (the stream passes those changes by), then
+    // captured again: its rows in the lake are stale, so they restart (a
+    // truncate marker) from a new snapshot.
+    sluice.include = vec![r"shop\.(a|c)".into()];
+    db.sql("DELETE FROM shop.b WHERE id <= 100; UPDATE shop.b SET v = 'while out' WHERE id = 200;");
+    sluice.run_until_caught_up_ok();
+    assert_eq!(Lake::read(dirs[0].path()).rows("shop.b").len(), rows.len());
+    sluice.include = vec![r"shop\.(a|b|c)".into()];
+    sluice.run_until_caught_up_ok();
+    let lake = Lake::read(dirs[0].path());
+    assert_small_table_replays(&db, &lake, "b");
+    let rows = lake.rows("shop.b");
+    let markers: Vec<&Row> = rows.iter().filter(|r| r.op == "truncate").collect();
+    assert_eq!(markers.len(), 1);
+    let after: Vec<&Row> = rows.iter().filter(|r| r.seq > markers[0].seq).collect();
+    assert_eq!(after.len(), 391);
+    assert!(after.iter().all(|r| r.op == "snapshot"));
+    assert_eq!(snapshot_state(&lake)["shop.b"]["rows"], 391);
 }
 
 #[test]
 fn a_table_a_widened_filter_adds_is_not_read_with_new_tables_skip() {
-    let (db, lake) = widen_the_filter("skip");
+    let (db, lake, _sluice, _dirs) = widen_the_filter("skip");
     let ops = ops_of(&lake, "shop.b");
     assert_eq!(
         ops,
