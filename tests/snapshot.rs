@@ -1159,3 +1159,72 @@ fn a_kill_right_after_adoption_neither_adopts_the_request_twice_nor_reads_a_row_
     // 15 full chunks and the empty one that finds the end.
     assert_eq!(state["shop.a"]["chunks"], 16, "{state}");
 }
+
+#[test]
+fn a_second_request_for_a_table_being_snapshotted_is_a_no_op_unless_it_replaces() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop;");
+    small_table(&db, "a", 900);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.snapshot = "mode = \"never\"\nchunk_rows = 100".into();
+    sluice.interval = "100ms".into();
+    sluice.run_until_caught_up_ok();
+    // Both wait for the next start; the first starts the table's snapshot,
+    // the second finds it running.
+    let first = request_snapshot(&sluice, &["shop.a"]);
+    std::thread::sleep(Duration::from_millis(5));
+    let second = request_snapshot(&sluice, &["shop.a"]);
+    let out = sluice.run_until_caught_up_ok();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        log.contains("being snapshotted already"),
+        "{}",
+        tail(&log, 20)
+    );
+    let lake = Lake::read(lake_dir.path());
+    assert_eq!(
+        ops_of(&lake, "shop.a"),
+        BTreeMap::from([("snapshot".into(), 900)])
+    );
+    let state = snapshot_state(&lake);
+    assert_eq!(state["shop.a"]["request"], first.as_str(), "{state}");
+    let adopted: BTreeSet<String> = lake
+        .manifests
+        .iter()
+        .flat_map(|m| {
+            m["snapshot_requests"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(adopted, BTreeSet::from([first.clone(), second.clone()]));
+    assert!(request_files(lake_dir.path()).is_empty());
+
+    // With --replace the same situation starts the table over: one marker,
+    // then 900 rows again.
+    let replace = {
+        let out = sluice.run_args(&["snapshot"], &["shop.a", "--replace"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .nth(2)
+            .unwrap()
+            .to_owned()
+    };
+    sluice.run_until_caught_up_ok();
+    let lake = Lake::read(lake_dir.path());
+    assert_eq!(
+        ops_of(&lake, "shop.a"),
+        BTreeMap::from([("snapshot".into(), 1800), ("truncate".into(), 1)])
+    );
+    assert_small_table_replays(&db, &lake, "a");
+    assert_eq!(snapshot_state(&lake)["shop.a"]["request"], replace.as_str());
+}

@@ -307,6 +307,7 @@ impl Pipeline<'_> {
                 .and_then(|r| r.progress.get(&a.table))
                 .is_some_and(|t| !t.done());
             if running && !a.replace {
+                info!(table = %a.table, request = a.entry.request.as_deref().unwrap_or(""), "the table is being snapshotted already: nothing to do for it (use --replace to start it over)");
                 continue;
             }
             if a.marker {
