@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use regex::Regex;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -31,6 +31,18 @@ pub struct SnapshotConfig {
     /// Rows per consistent chunk read.
     pub chunk_rows: usize,
     pub method: SnapshotMethod,
+    /// `new_tables`: what happens to a table that enters capture after the
+    /// lake began (a widened filter).
+    pub new_tables: NewTables,
+}
+
+/// `[snapshot] new_tables`: a table that a widened filter starts capturing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewTables {
+    /// Read the table's rows with the chunk machinery while the stream runs.
+    Snapshot,
+    /// Capture it from the stream only, from where sluice resumes.
+    Skip,
 }
 
 /// How a chunk's read is tied to a binlog position (`[snapshot] method`).
@@ -165,6 +177,16 @@ pub struct FlushPolicy {
 pub struct TableFilter {
     include: Vec<Regex>,
     exclude: Vec<Regex>,
+    patterns: FilterPatterns,
+}
+
+/// The `[filter]` regexes as written: each manifest records the filter it
+/// was captured under, so that a later run knows which tables a widened
+/// filter adds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilterPatterns {
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
 }
 
 impl TableFilter {
@@ -180,7 +202,15 @@ impl TableFilter {
         Ok(TableFilter {
             include: compile(include, "include")?,
             exclude: compile(exclude, "exclude")?,
+            patterns: FilterPatterns {
+                include: include.to_vec(),
+                exclude: exclude.to_vec(),
+            },
         })
+    }
+
+    pub fn patterns(&self) -> &FilterPatterns {
+        &self.patterns
     }
 
     pub fn captures(&self, db: &str, table: &str) -> bool {
@@ -212,6 +242,7 @@ struct RawSnapshot {
     mode: Option<String>,
     chunk_rows: Option<usize>,
     method: Option<String>,
+    new_tables: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -338,10 +369,24 @@ fn parse_snapshot(raw: RawSnapshot) -> std::result::Result<SnapshotConfig, Strin
             ))
         }
     };
+    // A lake that never reads tables (`mode = "never"`) does not start
+    // reading them when the filter widens, unless asked to.
+    let new_tables = match raw.new_tables.as_deref() {
+        None if initial => NewTables::Snapshot,
+        None => NewTables::Skip,
+        Some("snapshot") => NewTables::Snapshot,
+        Some("skip") => NewTables::Skip,
+        Some(other) => {
+            return Err(format!(
+                "snapshot.new_tables: `{other}` is not a choice, use \"snapshot\" or \"skip\""
+            ))
+        }
+    };
     Ok(SnapshotConfig {
         initial,
         chunk_rows,
         method,
+        new_tables,
     })
 }
 
@@ -1013,6 +1058,7 @@ url = "/tmp/lake"
                 initial: true,
                 chunk_rows: 20_000,
                 method: SnapshotMethod::Auto,
+                new_tables: NewTables::Snapshot,
             }
         );
         let snap = |body: &str| Config::parse(&format!("{MINIMAL}[snapshot]\n{body}\n"));
@@ -1023,16 +1069,22 @@ url = "/tmp/lake"
                 initial: false,
                 chunk_rows: 7,
                 method: SnapshotMethod::Consistent,
+                new_tables: NewTables::Skip,
             }
         );
         let c = snap("method = \"watermark\"").unwrap();
         assert_eq!(c.snapshot.method, SnapshotMethod::Watermark);
+        let c = snap("new_tables = \"skip\"").unwrap();
+        assert_eq!(c.snapshot.new_tables, NewTables::Skip);
+        let c = snap("mode = \"never\"\nnew_tables = \"snapshot\"").unwrap();
+        assert_eq!(c.snapshot.new_tables, NewTables::Snapshot);
         for (body, key) in [
             ("mode = \"sometimes\"", "snapshot.mode: "),
             ("chunk_rows = 0", "snapshot.chunk_rows: "),
             ("chunk_rows = 10000001", "snapshot.chunk_rows: "),
             ("method = \"fast\"", "snapshot.method: "),
-            ("new_tables = \"snapshot\"", "snapshot"),
+            ("new_tables = \"always\"", "snapshot.new_tables: "),
+            ("new_table = \"skip\"", "snapshot"),
         ] {
             let e = snap(body).unwrap_err();
             assert!(e.starts_with(key), "{body}: {e}");

@@ -65,6 +65,10 @@ pub enum Error {
     #[error("snapshot of {table}: {message}")]
     Snapshot { table: String, message: String },
 
+    /// `sluice snapshot` refused the tables it was asked for. Definite.
+    #[error("snapshot request: {0}")]
+    Request(String),
+
     /// The local state dir (schema history store) failed.
     #[error("state: {0}")]
     State(String),

@@ -35,6 +35,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Ask the sidecar to (re)snapshot captured tables: writes a request
+    /// into the lake that the running sidecar adopts (a stopped one at its
+    /// next start).
+    Snapshot {
+        #[arg(long)]
+        config: PathBuf,
+        /// DB.TABLE, one or more.
+        #[arg(required = true, value_name = "DB.TABLE")]
+        tables: Vec<String>,
+        /// Restart the tables' rows: a `truncate` marker precedes the new
+        /// snapshot, so replay by `_seq` starts from it.
+        #[arg(long)]
+        replace: bool,
+    },
     /// The schema history of captured tables.
     Schema {
         #[command(subcommand)]
@@ -160,6 +174,18 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
                 } => commands::resync(&Config::load(&config)?, &table, shape.as_deref()).await?,
             };
             println!("{}", out.trim_end());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Snapshot {
+            config,
+            tables,
+            replace,
+        } => {
+            let config = Config::load(&config)?;
+            println!(
+                "{}",
+                sluice::snapshot::request::request(&config, &tables, replace).await?
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { config, json } => {

@@ -59,6 +59,29 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         _ => None,
     };
     let now = chrono::Utc::now();
+    // Requests in the lake: waiting for the sidecar, or adopted by a
+    // committed manifest and about to be deleted.
+    let adopted: Vec<&String> = manifest
+        .iter()
+        .flat_map(|m| m.snapshot_requests.iter())
+        .collect();
+    let requests: Vec<serde_json::Value> = crate::snapshot::request::list(lake.store.as_ref())
+        .await?
+        .into_iter()
+        .map(|(id, parsed)| {
+            let adopted = adopted.contains(&&id);
+            match parsed {
+                Ok(r) => json!({
+                    "id": id,
+                    "tables": r.tables,
+                    "replace": r.replace,
+                    "requested_at": r.requested_at,
+                    "adopted": adopted,
+                }),
+                Err(e) => json!({"id": id, "error": e, "adopted": adopted}),
+            }
+        })
+        .collect();
     if as_json {
         let v = json!({
             "lake": config.sink.url,
@@ -83,10 +106,12 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
                             "done_at": t.done_at,
                             "rows_per_second": rate,
                             "eta_seconds": eta,
+                            "request": t.request,
                         }))
                     })
                     .collect::<serde_json::Map<_, _>>()
             }),
+            "snapshot_requests": requests,
         });
         return Ok(serde_json::to_string_pretty(&v).unwrap_or_default());
     }
@@ -145,6 +170,29 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
                 eta.map(|e| format!(", ETA {e:.0} s")).unwrap_or_default(),
             ));
         }
+    }
+    for r in &requests {
+        let state = match r["adopted"].as_bool() {
+            Some(true) => "adopted",
+            _ => "waiting for the sidecar",
+        };
+        let what = match r["tables"].as_array() {
+            Some(t) => t
+                .iter()
+                .filter_map(|t| t.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => format!("unreadable: {}", r["error"].as_str().unwrap_or("")),
+        };
+        let replace = if r["replace"] == true {
+            " --replace"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "snapshot request {} ({what}{replace}): {state}\n",
+            r["id"].as_str().unwrap_or("")
+        ));
     }
     if let Some(m) = &manifest {
         out.push_str("rows committed per table:\n");

@@ -61,6 +61,16 @@ pub struct Manifest {
     /// The initial snapshot of every table it covers (format 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<crate::snapshot::SnapshotProgress>,
+    /// Snapshot requests (`_sluice/requests/<id>.json`) adopted in this or an
+    /// earlier checkpoint whose objects were not known to be deleted: never
+    /// adopted again, and deleted after this commit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub snapshot_requests: Vec<String>,
+    /// The `[filter]` the checkpoint was captured under; absent in manifests
+    /// of earlier versions. A later run with a wider filter snapshots the
+    /// tables it adds (`[snapshot] new_tables`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<crate::config::FilterPatterns>,
 }
 
 /// A prepared XA transaction whose outcome the stream has not reached yet.
@@ -588,6 +598,8 @@ mod tests {
             totals: BTreeMap::new(),
             xa_prepared: Vec::new(),
             snapshot: None,
+            snapshot_requests: Vec::new(),
+            filter: None,
             zero_dates: 0,
             types: TYPES,
         }

@@ -3,6 +3,7 @@
 //! boundary may become a checkpoint. [`xa`] holds the rows of prepared XA
 //! transactions until their outcome.
 
+mod requests;
 mod snapshot;
 pub mod xa;
 
@@ -131,6 +132,9 @@ struct Pipeline<'a> {
     /// The end of the last event read (in `file`): a snapshot chunk whose
     /// position is before it comes too late to be placed.
     read_to: BinlogPosition,
+    /// Snapshots adopted after the start: a widened filter's tables and
+    /// `sluice snapshot` requests.
+    requests: requests::RequestState,
 }
 
 pub async fn run(
@@ -235,6 +239,10 @@ pub async fn run(
         }
         None => None,
     };
+    // Tables a widened filter added, judged before the bootstrap below
+    // makes the history know them.
+    let widened = requests::widened_tables(committed.as_ref(), tables.keys().cloned(), &tracker)?;
+    let widened = requests::plan_widened(config, widened).await?;
     let unknown: Vec<_> = tables
         .into_values()
         .filter(|t| !tracker.known(&(t.database.clone(), t.name.clone())))
@@ -310,7 +318,9 @@ pub async fn run(
         summary: RunSummary::default(),
         snapshot,
         read_to,
+        requests: Default::default(),
     };
+    p.start_snapshot_work(widened).await?;
 
     // Offline replay ends at the last file anyway.
     let snapshot_pending = p.snapshot.as_ref().is_some_and(|s| !s.done());
@@ -335,7 +345,7 @@ pub async fn run(
                 }
                 failures += 1;
                 let delay = backoff(failures);
-                from = p.rewind().await;
+                from = p.rewind().await?;
                 warn!(error = %e, retry_in = ?delay, resume = %from, "transient error: reconnecting from the last checkpoint");
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
@@ -656,6 +666,9 @@ impl Pipeline<'_> {
                         let upto = self.read_to.clone();
                         self.place_chunks(&upto).await?;
                     }
+                    if !self.in_tx && self.requests_due() {
+                        self.adopt_requests().await?;
+                    }
                     if !self.in_tx && self.checkpoint_due() {
                         self.checkpoint().await?;
                         waiting_since = Instant::now();
@@ -712,7 +725,7 @@ impl Pipeline<'_> {
     /// Forgets everything not committed and returns the position to read
     /// from again: the last checkpoint's cursor. Re-reading assigns the same
     /// `_seq` and `_tx_seq` values, so a retry neither loses nor repeats a row.
-    async fn rewind(&mut self) -> StreamStart {
+    async fn rewind(&mut self) -> Result<StreamStart> {
         // Let running uploads finish so that none lands unseen; their files
         // go with the pending ones.
         while let Some(flush) = self.in_flight.pop_front() {
@@ -775,15 +788,16 @@ impl Pipeline<'_> {
         if let Some(run) = self.snapshot.as_mut() {
             run.restart(self.committed.as_ref().and_then(|m| m.snapshot.clone()));
         }
+        self.readopt_after_rewind()?;
         let by_gtid = match self.config.source.resume {
             Resume::Position => false,
             Resume::Auto | Resume::Gtid => self.server.gtid && !self.gtid_state.is_empty(),
         };
-        if by_gtid {
+        Ok(if by_gtid {
             StreamStart::Gtid(self.gtid_state.clone())
         } else {
             StreamStart::Position(self.position())
-        }
+        })
     }
 
     /// No snapshot, or every table's snapshot is in the lake's buffers.
@@ -813,6 +827,7 @@ impl Pipeline<'_> {
                 .snapshot
                 .as_ref()
                 .is_some_and(|s| s.has_buffered_rows())
+            || self.requests.uncommitted()
     }
 
     /// Handles one event; returns true at a transaction boundary.
@@ -1686,6 +1701,8 @@ impl Pipeline<'_> {
                 None => commit::FORMAT,
             },
             snapshot,
+            snapshot_requests: self.requests.to_commit(),
+            filter: Some(self.config.filter.patterns().clone()),
             seq: self.next_manifest_seq(),
             committed_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             writer: Writer {
@@ -1770,6 +1787,7 @@ impl Pipeline<'_> {
         self.summary.rows += manifest.files.iter().map(|f| f.rows).sum::<u64>();
         // Zero dates are counted once their rows are committed.
         self.summary.zero_dates += std::mem::take(&mut self.stats.zero_dates);
+        self.requests_committed(&manifest).await;
         self.committed = Some(manifest);
         self.file_counter = 0;
         self.file_seqs.clear();

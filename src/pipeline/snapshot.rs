@@ -176,6 +176,19 @@ impl SnapshotRun {
         *self = SnapshotRun::start(progress, self.spawn.clone());
     }
 
+    /// Starts a new reader for the tables of `progress` that are not done
+    /// (some were just added or started over), keeping the rows already
+    /// placed. Chunks announced to the old reader are forgotten: none may be
+    /// waiting for its rows.
+    pub fn read_again(&mut self) {
+        debug_assert!(self.reserved.is_empty());
+        let buffers = std::mem::take(&mut self.buffers);
+        let mut next = SnapshotRun::start(self.progress.clone(), self.spawn.clone());
+        next.buffers = buffers;
+        // The old reader is aborted as it drops.
+        *self = next;
+    }
+
     pub fn take_buffer(&mut self, table: &str) -> Option<SnapshotBuffer> {
         self.buffers.remove(table)
     }

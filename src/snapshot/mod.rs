@@ -29,6 +29,7 @@
 //! manifest, so a restart resumes after the last committed chunk.
 
 pub mod reader;
+pub mod request;
 pub mod values;
 
 use std::collections::BTreeMap;
@@ -56,6 +57,10 @@ pub struct TableSnapshot {
     pub estimated_rows: u64,
     pub started_at: Option<String>,
     pub done_at: Option<String>,
+    /// The `sluice snapshot` request that started this read of the table
+    /// (`None` for the initial snapshot and a widened filter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +80,7 @@ impl TableSnapshot {
             estimated_rows,
             started_at: None,
             done_at: None,
+            request: None,
         }
     }
 

@@ -754,3 +754,476 @@ fn rows_changed_inside_a_watermark_window_are_left_to_the_stream() {
         "{snapshot_rows} snapshot rows of {rows}"
     );
 }
+
+// ---- Snapshots after the start: a widened filter, `sluice snapshot` ----
+
+/// `shop.<name>` with `rows` rows `(id, 'v<id>')`, written portably.
+fn small_table(db: &MariaDb, name: &str, rows: u64) {
+    db.sql(&format!(
+        "CREATE TABLE shop.{name} (id INT PRIMARY KEY, v VARCHAR(20));"
+    ));
+    let values: Vec<String> = (1..=rows).map(|i| format!("({i}, 'v{i}')")).collect();
+    for chunk in values.chunks(2000) {
+        db.sql(&format!(
+            "INSERT INTO shop.{name} VALUES {};",
+            chunk.join(",")
+        ));
+    }
+}
+
+fn assert_small_table_replays(db: &MariaDb, lake: &Lake, name: &str) {
+    let table = format!("shop.{name}");
+    let source = db.table_map(&format!("SELECT id, v FROM {table}"), &[0]);
+    assert!(!source.is_empty(), "{table} is empty in the source");
+    assert_same_table(&table, &source, &lake.replay(&table, &[0]));
+}
+
+fn ops_of(lake: &Lake, table: &str) -> BTreeMap<String, usize> {
+    lake.rows(table).iter().fold(BTreeMap::new(), |mut m, r| {
+        *m.entry(r.op.clone()).or_default() += 1;
+        m
+    })
+}
+
+/// The request files waiting in the lake.
+fn request_files(lake: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(lake.join("_sluice/requests"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `sluice snapshot --config F TABLES…`; returns the request id it printed.
+fn request_snapshot(sluice: &Sluice, tables: &[&str]) -> String {
+    let out = sluice.run_args(&["snapshot"], tables);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "sluice snapshot failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = stdout
+        .strip_prefix("snapshot request ")
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no request id in: {stdout}"))
+        .to_owned();
+    assert!(
+        request_files(&sluice.lake).contains(&format!("{id}.json")),
+        "request {id} is not in the lake: {:?}",
+        request_files(&sluice.lake)
+    );
+    id
+}
+
+/// Widens the filter between two runs: the table it adds is read as
+/// `snapshot` rows (after the stream's changes to it since the cursor), the
+/// one created while sluice was stopped comes from the stream alone, and
+/// with `new_tables = "skip"` nothing is read.
+fn widen_the_filter(new_tables: &str) -> (MariaDb, Lake, Sluice, [tempfile::TempDir; 2]) {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop;");
+    small_table(&db, "a", 300);
+    small_table(&db, "b", 500);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.include = vec![r"shop\.(a|c)".into()];
+    sluice.snapshot = format!("chunk_rows = 64\nnew_tables = \"{new_tables}\"");
+    let state_dir = state;
+    sluice.interval = "100ms".into();
+    sluice.run_until_caught_up_ok();
+    let first = Lake::read(lake_dir.path());
+    assert_eq!(
+        ops_of(&first, "shop.a"),
+        BTreeMap::from([("snapshot".into(), 300)])
+    );
+    assert!(first.rows("shop.b").is_empty());
+    assert_eq!(
+        first.manifests.last().unwrap()["filter"]["include"],
+        serde_json::json!([r"shop\.(a|c)"])
+    );
+
+    // While sluice is stopped: changes to b (in the stream from the cursor
+    // on), and a table c created under the old filter.
+    db.sql(
+        "UPDATE shop.b SET v = 'changed' WHERE id <= 10;
+         DELETE FROM shop.b WHERE id > 490;
+         INSERT INTO shop.b VALUES (1000, 'new');
+         INSERT INTO shop.a VALUES (1000, 'new');",
+    );
+    small_table(&db, "c", 50);
+    sluice.include = vec![r"shop\.(a|b|c)".into()];
+    let out = sluice.run_until_caught_up_ok();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(log.contains("tables entered capture"), "{}", tail(&log, 20));
+    let lake = Lake::read(lake_dir.path());
+    assert_eq!(
+        ops_of(&lake, "shop.c"),
+        BTreeMap::from([("insert".into(), 50)]),
+        "a table created later comes from the stream alone"
+    );
+    assert_small_table_replays(&db, &lake, "a");
+    assert_small_table_replays(&db, &lake, "c");
+    let state = snapshot_state(&lake);
+    assert!(state.get("shop.c").is_none(), "{state}");
+    (db, lake, sluice, [lake_dir, state_dir])
+}
+
+#[test]
+fn a_table_a_widened_filter_adds_is_snapshotted_beside_the_stream() {
+    let (db, lake, mut sluice, dirs) = widen_the_filter("snapshot");
+    // b: the stream's changes since the cursor (10 updates, 10 deletes, one
+    // insert), then the snapshot of its 491 rows.
+    let ops = ops_of(&lake, "shop.b");
+    assert_eq!(ops.get("snapshot"), Some(&491), "{ops:?}");
+    assert_eq!(ops.get("update"), Some(&10), "{ops:?}");
+    assert_eq!(ops.get("delete"), Some(&10), "{ops:?}");
+    assert_small_table_replays(&db, &lake, "b");
+    let rows = lake.rows("shop.b");
+    let first_snapshot = rows.iter().position(|r| r.op == "snapshot").unwrap();
+    assert!(
+        rows[first_snapshot..].iter().all(|r| r.op == "snapshot"),
+        "the snapshot is placed after the stream's changes (the writer stopped)"
+    );
+    let state = snapshot_state(&lake);
+    assert_eq!(state["shop.b"]["state"], "done", "{state}");
+    assert_eq!(state["shop.b"]["rows"], 491, "{state}");
+    assert_eq!(state["shop.a"]["rows"], 300, "{state}");
+
+    // b left out while it changes (the stream passes those changes by), then
+    // captured again: its rows in the lake are stale, so they restart (a
+    // truncate marker) from a new snapshot.
+    sluice.include = vec![r"shop\.(a|c)".into()];
+    db.sql("DELETE FROM shop.b WHERE id <= 100; UPDATE shop.b SET v = 'while out' WHERE id = 200;");
+    sluice.run_until_caught_up_ok();
+    assert_eq!(Lake::read(dirs[0].path()).rows("shop.b").len(), rows.len());
+    sluice.include = vec![r"shop\.(a|b|c)".into()];
+    sluice.run_until_caught_up_ok();
+    let lake = Lake::read(dirs[0].path());
+    assert_small_table_replays(&db, &lake, "b");
+    let rows = lake.rows("shop.b");
+    let markers: Vec<&Row> = rows.iter().filter(|r| r.op == "truncate").collect();
+    assert_eq!(markers.len(), 1);
+    let after: Vec<&Row> = rows.iter().filter(|r| r.seq > markers[0].seq).collect();
+    assert_eq!(after.len(), 391);
+    assert!(after.iter().all(|r| r.op == "snapshot"));
+    assert_eq!(snapshot_state(&lake)["shop.b"]["rows"], 391);
+}
+
+#[test]
+fn a_table_a_widened_filter_adds_is_not_read_with_new_tables_skip() {
+    let (db, lake, _sluice, _dirs) = widen_the_filter("skip");
+    let ops = ops_of(&lake, "shop.b");
+    assert_eq!(
+        ops,
+        BTreeMap::from([
+            ("delete".into(), 10),
+            ("insert".into(), 1),
+            ("update".into(), 10)
+        ])
+    );
+    // Only the rows the stream touched: the replay holds b's changed and new rows.
+    let replayed = lake.replay("shop.b", &[0]);
+    assert_eq!(replayed.len(), 11);
+    assert!(db.table_map("SELECT id, v FROM shop.b", &[0]).len() > 11);
+    let state = snapshot_state(&lake);
+    assert!(state.get("shop.b").is_none(), "{state}");
+}
+
+/// Rows deleted in the source with the binlog off: the lake keeps them
+/// until a `--replace` snapshot restarts the table.
+fn delete_unlogged(db: &MariaDb, table: &str, cond: &str) {
+    db.sql(&format!(
+        "SET SESSION sql_log_bin = 0; DELETE FROM {table} WHERE {cond}; SET SESSION sql_log_bin = 1;"
+    ));
+}
+
+/// Waits until the newest committed manifest says `table`'s snapshot for
+/// request `id` is done.
+fn wait_for_request_done(lake: &std::path::Path, table: &str, id: &str, run: &Running) {
+    let done = wait_until(Duration::from_secs(90), || {
+        let state = snapshot_state(&Lake::read_committed(lake));
+        state[table]["request"] == id && state[table]["state"] == "done"
+    });
+    assert!(
+        done,
+        "request {id} for {table} was not done; log:\n{}",
+        run.log_tail(30)
+    );
+}
+
+#[test]
+fn a_snapshot_request_is_adopted_by_the_running_sidecar_and_replace_restarts_the_rows() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop;");
+    small_table(&db, "a", 1000);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    // No initial snapshot: the lake has only what the stream brings.
+    sluice.snapshot = "mode = \"never\"\nchunk_rows = 100".into();
+    sluice.interval = "100ms".into();
+    let run = sluice.spawn_run(false);
+    db.sql("UPDATE shop.a SET v = 'before' WHERE id <= 5;");
+    let id = request_snapshot(&sluice, &["shop.a"]);
+    wait_for_request_done(lake_dir.path(), "shop.a", &id, &run);
+    db.sql("UPDATE shop.a SET v = 'after' WHERE id BETWEEN 6 AND 8;");
+    assert!(
+        wait_until(Duration::from_secs(30), || request_files(lake_dir.path())
+            .is_empty()),
+        "the adopted request was not deleted: {:?}",
+        request_files(lake_dir.path())
+    );
+    let adopting: Vec<u64> = Lake::read_committed(lake_dir.path())
+        .manifests
+        .iter()
+        .filter(|m| {
+            m["snapshot_requests"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|x| x == id.as_str()))
+        })
+        .map(|m| m["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(adopting.len(), 1, "adopted by exactly one manifest");
+
+    // The source loses rows the binlog never sees: only a replace brings
+    // the lake back to it.
+    delete_unlogged(&db, "shop.a", "id > 900");
+    let replace = {
+        let out = sluice.run_args(&["snapshot"], &["shop.a", "--replace"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(stdout.contains("(replace)"), "{stdout}");
+        stdout.split_whitespace().nth(2).unwrap().to_owned()
+    };
+    wait_for_request_done(lake_dir.path(), "shop.a", &replace, &run);
+    db.sql("UPDATE shop.a SET v = 'last' WHERE id = 1;");
+    std::thread::sleep(Duration::from_millis(500));
+    let lake = stop_after_the_snapshot(run, true, &sluice, lake_dir.path());
+    assert_small_table_replays(&db, &lake, "a");
+    let rows = lake.rows("shop.a");
+    let markers: Vec<&Row> = rows.iter().filter(|r| r.op == "truncate").collect();
+    assert_eq!(markers.len(), 1, "one truncate marker");
+    let marker = markers[0];
+    assert!(
+        marker.sql.as_deref().is_some_and(|s| s.contains(&replace)),
+        "{:?}",
+        marker.sql
+    );
+    assert!(marker.values.iter().all(|v| v.is_none()));
+    let before: Vec<&Row> = rows.iter().filter(|r| r.seq < marker.seq).collect();
+    let after: Vec<&Row> = rows.iter().filter(|r| r.seq > marker.seq).collect();
+    assert_eq!(before.iter().filter(|r| r.op == "snapshot").count(), 1000);
+    assert_eq!(after.iter().filter(|r| r.op == "snapshot").count(), 900);
+    assert!(after
+        .iter()
+        .filter(|r| r.op == "snapshot")
+        .all(|r| r.tx_seq > marker.tx_seq));
+    let state = snapshot_state(&lake);
+    assert_eq!(state["shop.a"]["rows"], 900, "{state}");
+    assert!(request_files(lake_dir.path()).is_empty());
+}
+
+#[test]
+fn a_request_written_while_sluice_is_stopped_is_adopted_at_the_next_start() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop;");
+    small_table(&db, "a", 700);
+    small_table(&db, "b", 40);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.snapshot = "mode = \"never\"\nchunk_rows = 128".into();
+    sluice.interval = "100ms".into();
+    db.sql("INSERT INTO shop.b VALUES (100, 'x');");
+    sluice.run_until_caught_up_ok();
+    assert!(Lake::read(lake_dir.path()).rows("shop.a").is_empty());
+    let id = request_snapshot(&sluice, &["shop.a", "shop.a"]);
+    let status = sluice.status_json();
+    let waiting = &status["snapshot_requests"][0];
+    assert_eq!(waiting["id"], id.as_str(), "{status}");
+    assert_eq!(waiting["tables"], serde_json::json!(["shop.a"]), "{status}");
+    assert_eq!(waiting["adopted"], false, "{status}");
+    let out = sluice.run_until_caught_up_ok();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("snapshot request adopted"));
+    let lake = Lake::read(lake_dir.path());
+    assert_eq!(
+        ops_of(&lake, "shop.a"),
+        BTreeMap::from([("snapshot".into(), 700)])
+    );
+    assert_small_table_replays(&db, &lake, "a");
+    assert_eq!(
+        ops_of(&lake, "shop.b"),
+        BTreeMap::from([("insert".into(), 1)])
+    );
+    let state = snapshot_state(&lake);
+    assert_eq!(state["shop.a"]["request"], id.as_str(), "{state}");
+    assert_eq!(state["shop.a"]["chunks"], 6, "{state}");
+    assert!(request_files(lake_dir.path()).is_empty());
+    let status = sluice.status_json();
+    assert_eq!(status["snapshot"]["shop.a"]["rows"], 700, "{status}");
+    assert!(
+        status["snapshot"]["shop.a"]["estimated_rows"].is_u64(),
+        "{status}"
+    );
+    assert_eq!(
+        status["snapshot_requests"],
+        serde_json::json!([]),
+        "{status}"
+    );
+}
+
+#[test]
+fn a_request_for_a_table_not_captured_is_refused_and_writes_nothing() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop; CREATE DATABASE other;");
+    small_table(&db, "a", 10);
+    db.sql("CREATE TABLE other.t (id INT PRIMARY KEY);");
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.run_until_caught_up_ok();
+    let before = data_files(lake_dir.path());
+    let manifests = manifest_paths(lake_dir.path());
+    for (args, words) in [
+        (vec!["other.t"], "other.t is not captured"),
+        (vec!["shop.a", "other.t"], "other.t is not captured"),
+        (vec!["shop"], "not a table name of the form DB.TABLE"),
+    ] {
+        let out = sluice.run_args(&["snapshot"], &args);
+        let line = assert_definite_error(&out);
+        assert!(line.contains(words), "{args:?}: {line}");
+        assert_eq!(line.lines().count(), 1);
+    }
+    assert!(request_files(lake_dir.path()).is_empty());
+    assert!(!lake_dir.path().join("_sluice/requests").exists());
+    assert_eq!(data_files(lake_dir.path()), before);
+    assert_eq!(manifest_paths(lake_dir.path()), manifests);
+}
+
+#[test]
+fn a_kill_right_after_adoption_neither_adopts_the_request_twice_nor_reads_a_row_twice() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop;");
+    small_table(&db, "a", 1500);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.snapshot = "mode = \"never\"\nchunk_rows = 100".into();
+    sluice.interval = "100ms".into();
+    sluice.run_until_caught_up_ok();
+    let id = request_snapshot(&sluice, &["shop.a"]);
+    sluice.env = vec![("SLUICE_CRASH_AT".into(), "after-request-commit".into())];
+    let out = sluice.run_until_caught_up();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "killed right after the adopting commit: {}",
+        tail(&String::from_utf8_lossy(&out.stderr), 20)
+    );
+    // The adoption is committed, the request object still there.
+    let lake = Lake::read_committed(lake_dir.path());
+    let last = lake.manifests.last().unwrap();
+    assert_eq!(last["snapshot_requests"], serde_json::json!([id.as_str()]));
+    assert_eq!(last["snapshot"]["shop.a"]["request"], id.as_str());
+    assert_eq!(request_files(lake_dir.path()), vec![format!("{id}.json")]);
+
+    sluice.env.clear();
+    let out = sluice.run_until_caught_up_ok();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !log.contains("snapshot request adopted"),
+        "adopted again:\n{}",
+        tail(&log, 30)
+    );
+    assert!(request_files(lake_dir.path()).is_empty());
+    let lake = Lake::read(lake_dir.path());
+    let rows = lake.rows("shop.a");
+    let keys: BTreeSet<&Option<String>> = rows.iter().map(|r| &r.values[0]).collect();
+    assert_eq!(rows.len(), 1500, "no row twice");
+    assert_eq!(keys.len(), 1500);
+    assert!(rows.iter().all(|r| r.op == "snapshot"));
+    assert_small_table_replays(&db, &lake, "a");
+    let state = snapshot_state(&lake);
+    assert_eq!(state["shop.a"]["state"], "done", "{state}");
+    assert_eq!(state["shop.a"]["rows"], 1500, "{state}");
+    // 15 full chunks and the empty one that finds the end.
+    assert_eq!(state["shop.a"]["chunks"], 16, "{state}");
+}
+
+#[test]
+fn a_second_request_for_a_table_being_snapshotted_is_a_no_op_unless_it_replaces() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop;");
+    small_table(&db, "a", 900);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.snapshot = "mode = \"never\"\nchunk_rows = 100".into();
+    sluice.interval = "100ms".into();
+    sluice.run_until_caught_up_ok();
+    // Both wait for the next start; the first starts the table's snapshot,
+    // the second finds it running.
+    let first = request_snapshot(&sluice, &["shop.a"]);
+    std::thread::sleep(Duration::from_millis(5));
+    let second = request_snapshot(&sluice, &["shop.a"]);
+    let out = sluice.run_until_caught_up_ok();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        log.contains("being snapshotted already"),
+        "{}",
+        tail(&log, 20)
+    );
+    let lake = Lake::read(lake_dir.path());
+    assert_eq!(
+        ops_of(&lake, "shop.a"),
+        BTreeMap::from([("snapshot".into(), 900)])
+    );
+    let state = snapshot_state(&lake);
+    assert_eq!(state["shop.a"]["request"], first.as_str(), "{state}");
+    let adopted: BTreeSet<String> = lake
+        .manifests
+        .iter()
+        .flat_map(|m| {
+            m["snapshot_requests"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(adopted, BTreeSet::from([first.clone(), second.clone()]));
+    assert!(request_files(lake_dir.path()).is_empty());
+
+    // With --replace the same situation starts the table over: one marker,
+    // then 900 rows again.
+    let replace = {
+        let out = sluice.run_args(&["snapshot"], &["shop.a", "--replace"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .nth(2)
+            .unwrap()
+            .to_owned()
+    };
+    sluice.run_until_caught_up_ok();
+    let lake = Lake::read(lake_dir.path());
+    assert_eq!(
+        ops_of(&lake, "shop.a"),
+        BTreeMap::from([("snapshot".into(), 1800), ("truncate".into(), 1)])
+    );
+    assert_small_table_replays(&db, &lake, "a");
+    assert_eq!(snapshot_state(&lake)["shop.a"]["request"], replace.as_str());
+}
