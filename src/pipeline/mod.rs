@@ -204,18 +204,25 @@ pub async fn run(
     }
     // Delta commits missing for committed manifests (a crash between the
     // manifest and them, or a lake of a sluice without Delta logs).
+    // A failure stops nothing (the manifests are the commit of record): the
+    // next checkpoint tries again.
     let mut table_logs = TableLogs::new();
     if let Some(m) = &committed {
         let schemas = SchemaVersions::load_all(&history)?;
-        let repaired = table_logs
+        match table_logs
             .repair(lake.store.as_ref(), &lake, m, &schemas)
-            .await?;
-        if repaired != Default::default() {
-            info!(
+            .await
+        {
+            Ok(repaired) if repaired != Default::default() => info!(
                 commits = repaired.commits,
                 logs_built = repaired.built,
                 "Delta logs caught up with the manifests"
-            );
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                warn!(error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
+                table_logs.behind = true;
+            }
         }
     }
     let mut tracker =

@@ -98,8 +98,7 @@ pub fn schema_string(fields: &[Field]) -> Result<String, String> {
             return Err(format!("column {} is {}", f.name(), f.data_type()));
         }
     }
-    let v = struct_type(&fields.iter().cloned().collect::<Vec<_>>().into())
-        .expect("every type checked above");
+    let v = struct_type(&fields.to_vec().into()).expect("every type checked above");
     Ok(v.to_string())
 }
 
