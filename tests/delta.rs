@@ -307,7 +307,7 @@ CREATE TABLE shop.u (id INT PRIMARY KEY, v INT NOT NULL);
 ";
 
 /// Each step is committed by a run of its own, so each is a manifest.
-const STEPS: [&str; 6] = [
+const STEPS: [&str; 7] = [
     "INSERT INTO shop.t VALUES (1, 'one', 1.50, '2024-01-02 03:04:05'), (2, 'two', NULL, NULL);
      INSERT INTO shop.u VALUES (1, 10), (2, 20);",
     "ALTER TABLE shop.t ADD COLUMN extra INT;
@@ -323,6 +323,8 @@ const STEPS: [&str; 6] = [
      INSERT INTO shop.t VALUES (6, 'six', 6.60, 66);
      DELETE FROM shop.t WHERE id = 2;",
     "DELETE FROM shop.u WHERE id = 1;",
+    "RENAME TABLE shop.u TO shop.u2;
+     INSERT INTO shop.u2 VALUES (9, 9);",
 ];
 
 const T_COLUMNS: [&str; 7] = ["_seq", "_op", "id", "name", "price", "extra", "extra2"];
@@ -402,6 +404,16 @@ fn readers_see_the_manifests_rows_through_ddl() {
     for rows in born.rows.values() {
         assert_eq!(rows[0][1].as_deref(), Some("2024-01-02 03:04:05.000000"));
     }
+
+    // RENAME TABLE: the new name's folder is a new Delta table whose first
+    // commit names the statement (and so the old name).
+    let u2 = assert_log_follows_manifests(&lake, "shop.u2");
+    let info = u2[0].1.iter().find_map(|a| a.get("commitInfo")).unwrap();
+    let renamed_by = info["sluice"]["renamed_by"].as_str().unwrap_or_default();
+    assert!(
+        renamed_by.contains("RENAME TABLE") && renamed_by.contains(".u TO "),
+        "{info}"
+    );
 
     let status = sluice.status_json();
     assert_eq!(status["delta_versions"]["shop.t"], t.len() as u64 - 1);

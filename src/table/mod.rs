@@ -69,7 +69,12 @@ fn table_names(dir: &Path) -> Option<(String, String)> {
 /// history, with the manifest seq that commits each: read from SQLite before
 /// any await, so the Delta commits hold no reference to the history.
 #[derive(Default)]
-pub struct SchemaVersions(HashMap<(String, String), Vec<(u64, SchemaRef)>>);
+pub struct SchemaVersions(
+    HashMap<(String, String), Vec<(u64, SchemaRef)>>,
+    /// The RENAME statement that gave a table its name, if its history
+    /// starts with one: the first Delta commit of its folder names it.
+    HashMap<(String, String), String>,
+);
 
 impl SchemaVersions {
     pub fn load(
@@ -77,16 +82,22 @@ impl SchemaVersions {
         tables: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self> {
         let mut map = HashMap::new();
+        let mut renames = HashMap::new();
         for (db, table) in tables {
-            let versions = history
-                .versions(&db, &table)?
+            let all = history.versions(&db, &table)?;
+            if let Some(stmt) = all.first().and_then(|v| v.statement.as_ref()) {
+                if stmt.to_ascii_uppercase().contains("RENAME") {
+                    renames.insert((db.clone(), table.clone()), stmt.clone());
+                }
+            }
+            let versions = all
                 .into_iter()
                 .filter(|v| !v.dropped)
                 .map(|v| (v.checkpoint, crate::batch::arrow_schema(&v.schema)))
                 .collect();
             map.insert((db, table), versions);
         }
-        Ok(SchemaVersions(map))
+        Ok(SchemaVersions(map, renames))
     }
 
     /// Every table the history knows.
@@ -223,6 +234,12 @@ impl TableLogs {
                 return Ok(false);
             }
             let now = chrono::Utc::now().timestamp_millis();
+            // A table that a RENAME TABLE named: its first version says so.
+            let renamed_by = state
+                .version
+                .is_none()
+                .then(|| table_names(&t.dir).and_then(|k| schemas.1.get(&k)))
+                .flatten();
             let mut actions = vec![
                 json!({"commitInfo": {
                     "timestamp": now,
@@ -236,6 +253,7 @@ impl TableLogs {
                         "committed_at": m.committed_at,
                         "cursor": m.cursor,
                         "rows": m.totals.get(&table_name),
+                        "renamed_by": renamed_by,
                     },
                 }}),
                 json!({"txn": {"appId": APP_ID, "version": m.seq, "lastUpdated": now}}),
