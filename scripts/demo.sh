@@ -275,7 +275,13 @@ echo "The lake holds one row per change: 4800 (500 + 200 + 3000 inserts, 800 upd
 
 banner "done"
 echo "The lake is in $LAKE (manifests in $LAKE/_sluice/manifests)."
-echo "From $PWD, query it with DuckDB:"
-echo "  duckdb -c \"select _op, count(*) from read_parquet('demo-lake/shop/orders/*.parquet') group by 1\""
-echo "or with pyarrow:"
-echo "  python3 -c \"import collections, glob, pyarrow.parquet as pq; print(collections.Counter(op for p in glob.glob('demo-lake/shop/orders/*.parquet') for op in pq.read_table(p, columns=['_op'])['_op'].to_pylist()))\""
+echo "Every table folder is a Delta Lake table. From $PWD, query one with Polars:"
+query="import polars as pl; print(pl.scan_delta('demo-lake/shop/orders').group_by('_op').len().sort('_op').collect())"
+echo "  python3 -c \"$query\""
+if [ -d "$LAKE/shop/orders/_delta_log" ] && python3 -c 'import polars, deltalake' >/dev/null 2>&1; then
+    python3 -c "${query//demo-lake/$LAKE}"
+else
+    echo "  (pip install polars deltalake to run it)"
+fi
+echo "or with DuckDB and its delta extension:"
+echo "  duckdb -c \"select _op, count(*) from delta_scan('demo-lake/shop/orders') group by 1\""

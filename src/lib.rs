@@ -14,5 +14,6 @@ pub mod sink;
 pub mod snapshot;
 pub mod source;
 pub mod status;
+pub mod table;
 
 pub use error::{Error, Result};

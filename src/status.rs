@@ -58,6 +58,8 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         (Some(c), Ok((head, logs))) => lag_bytes(logs, c, head),
         _ => None,
     };
+    // The Delta version of every table folder that has a log.
+    let delta = crate::table::versions(lake.store.as_ref()).await?;
     let now = chrono::Utc::now();
     // Requests in the lake: waiting for the sidecar, or adopted by a
     // committed manifest and about to be deleted.
@@ -89,6 +91,7 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
             "committed_at": manifest.as_ref().map(|m| m.committed_at.clone()),
             "cursor": manifest.as_ref().map(|m| &m.cursor),
             "tables": manifest.as_ref().map(|m| m.totals.clone()).unwrap_or_default(),
+            "delta_versions": delta,
             "zero_dates": manifest.as_ref().map_or(0, |m| m.zero_dates),
             "server_head": server.as_ref().ok().map(|(h, _)| h),
             "server_error": server.as_ref().err(),
@@ -199,6 +202,13 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         let width = m.totals.keys().map(|k| k.len()).max().unwrap_or(0);
         for (table, rows) in &m.totals {
             out.push_str(&format!("  {table:<width$}  {rows}\n"));
+        }
+    }
+    if !delta.is_empty() {
+        out.push_str("Delta version per table:\n");
+        let width = delta.keys().map(|k| k.len()).max().unwrap_or(0);
+        for (table, version) in &delta {
+            out.push_str(&format!("  {table:<width$}  {version}\n"));
         }
     }
     Ok(out)

@@ -24,6 +24,7 @@ use crate::decode::{self, classify_query, event_type as et, QueryKind};
 use crate::error::{backoff, Error, Result};
 use crate::schema::bootstrap;
 use crate::schema::history::{self, SchemaHistory};
+use crate::table::{SchemaVersions, TableLogs};
 
 use crate::schema::tracker::{SchemaTracker, StreamPoint};
 use crate::schema::TableSchema;
@@ -122,6 +123,8 @@ struct Pipeline<'a> {
     /// The current stream delivered an event: the server accepted the dump.
     streamed: bool,
     last_checkpoint: Instant,
+    /// The Delta logs of the table folders (DESIGN.md "The lake as tables").
+    tables: TableLogs,
     /// A transient error rewound the stream: files of the failed try are
     /// removed once the checkpoint commits.
     rewound: bool,
@@ -202,6 +205,29 @@ pub async fn run(
             orphans = report.orphans_removed,
             "schema history synchronised with the lake"
         );
+    }
+    // Delta commits missing for committed manifests (a crash between the
+    // manifest and them, or a lake of a sluice without Delta logs).
+    // A failure stops nothing (the manifests are the commit of record): the
+    // next checkpoint tries again.
+    let mut table_logs = TableLogs::new();
+    if let Some(m) = &committed {
+        let schemas = SchemaVersions::load_all(&history)?;
+        match table_logs
+            .repair(lake.store.as_ref(), &lake, m, &schemas)
+            .await
+        {
+            Ok(repaired) if repaired != Default::default() => info!(
+                commits = repaired.commits,
+                logs_built = repaired.built,
+                "Delta logs caught up with the manifests"
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                warn!(error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
+                table_logs.behind = true;
+            }
+        }
     }
     let mut tracker =
         SchemaTracker::new(history, config.filter.clone(), db_charsets, server_charset)?;
@@ -313,6 +339,7 @@ pub async fn run(
         tx_ddl: false,
         tx_sql: None,
         last_checkpoint: Instant::now(),
+        tables: table_logs,
         rewound: false,
         stats: DecodeStats::default(),
         summary: RunSummary::default(),
@@ -1799,7 +1826,53 @@ impl Pipeline<'_> {
             }
         }
         self.last_checkpoint = Instant::now();
+        self.commit_tables().await;
         Ok(())
+    }
+
+    /// The Delta commits of the manifest just committed. A failure does not
+    /// stop the stream (the manifest is the commit of record): the next
+    /// checkpoint, or the next start, makes what is missing.
+    async fn commit_tables(&mut self) {
+        let Some(m) = self.committed.as_ref() else {
+            return;
+        };
+        if !m.files.is_empty() && std::env::var_os(ABORT_BEFORE_DELTA).is_some() {
+            // Tests: a kill between a manifest and its Delta commits.
+            std::process::abort();
+        }
+        let store = self.lake.store.clone();
+        let behind = self.tables.behind;
+        // Read from SQLite before any await: the history is not Sync.
+        let schemas = if behind {
+            SchemaVersions::load_all(self.tracker.history())
+        } else {
+            SchemaVersions::for_manifest(self.tracker.history(), m)
+        };
+        let made = match schemas {
+            Ok(schemas) if behind => self
+                .tables
+                .repair(store.as_ref(), &self.lake, m, &schemas)
+                .await
+                .map(|r| r.commits),
+            Ok(schemas) => {
+                self.tables
+                    .commit_manifest(store.as_ref(), m, &schemas)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match made {
+            Ok(n) => debug!(
+                seq = m.seq,
+                delta_commits = n,
+                "Delta logs follow the manifest"
+            ),
+            Err(e) => {
+                warn!(seq = m.seq, error = %e, "could not make the Delta commits of this manifest; the next checkpoint or start makes them");
+                self.tables.behind = true;
+            }
+        }
     }
 }
 
@@ -1819,3 +1892,7 @@ fn ansi_quotes(q: &QueryEvent<'_>) -> bool {
         })
         .unwrap_or(false)
 }
+
+/// Test hook: with this variable set, sluice aborts right after a manifest
+/// with data files commits, before its Delta commits.
+const ABORT_BEFORE_DELTA: &str = "SLUICE_TEST_ABORT_BEFORE_DELTA";

@@ -85,12 +85,15 @@ pub fn open_local(root: &FsPath) -> Result<Arc<dyn ObjectStore>> {
 }
 
 /// Proves that the store refuses to overwrite with `PutMode::Create`, which
-/// fencing (DESIGN.md "Exactly-once") depends on: writes a probe object under
-/// `_sluice/` twice put-if-absent (the second must fail with AlreadyExists) and
-/// deletes it. A store that cannot do this is a definite error naming the lake.
+/// fencing (DESIGN.md "Exactly-once") and the Delta commits of every table
+/// depend on: writes a probe object twice put-if-absent (the second must fail
+/// with AlreadyExists) and deletes it. The probe is a commit file in a
+/// `_delta_log/` folder, as a table's are (`_sluice/_delta_log/probe-….json`):
+/// stores and bucket policies that treat keys by name treat it like them.
+/// A store that cannot do this is a definite error naming the lake.
 pub async fn probe_put_if_absent(store: &dyn ObjectStore, url: &str) -> Result<()> {
     let path = Path::from(format!(
-        "_sluice/probe-{}.put-if-absent",
+        "_sluice/_delta_log/probe-{}.json",
         uuid::Uuid::new_v4().simple()
     ));
     let create = || PutOptions {

@@ -939,8 +939,10 @@ pub fn manifest_path(root: &Path, seq: u64) -> PathBuf {
         .join(format!("{seq:020}.json"))
 }
 
-/// Every regular file under `root` outside `_sluice/`, as paths relative to
-/// root (database names as the test wrote them, see `external.rs`).
+/// Every regular file under `root` outside `_sluice/` and the folders of
+/// tables' Delta logs (`_delta_log/`: folders starting with `_` belong to a
+/// table's Delta table, never to the manifests), as paths relative to root
+/// (database names as the test wrote them, see `external.rs`).
 pub fn data_files(root: &Path) -> BTreeSet<String> {
     fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
         let Ok(entries) = fs::read_dir(dir) else {
@@ -953,7 +955,10 @@ pub fn data_files(root: &Path) -> BTreeSet<String> {
                 .unwrap()
                 .to_string_lossy()
                 .into_owned();
-            if rel == "_sluice" {
+            let underscored = path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('_'));
+            if path.is_dir() && underscored {
                 continue;
             }
             if path.is_dir() {

@@ -347,14 +347,15 @@ impl TestLake {
         }
     }
 
-    /// Data files (everything outside `_sluice/`), relative to the lake root.
+    /// Data files (everything outside `_sluice/` and the tables' `_delta_log/`),
+    /// relative to the lake root.
     pub fn data_files(&self) -> BTreeSet<String> {
         match &self.s3 {
             None => super::data_files(self.dir.path()),
             Some(_) => self
                 .objects()
                 .into_iter()
-                .filter(|p| !p.starts_with("_sluice/"))
+                .filter(|p| !p.split('/').any(|part| part.starts_with('_')))
                 .map(|p| strip_namespaces(&p).into_owned())
                 .collect(),
         }

@@ -18,6 +18,7 @@ mod big_transaction;
 mod charsets;
 mod cli;
 mod ddl_corpus;
+mod delta;
 mod differential;
 mod exactly_once;
 mod fencing;

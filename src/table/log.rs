@@ -1,0 +1,446 @@
+//! Reading and appending a table's `_delta_log/`
+//! (<https://github.com/delta-io/delta/blob/master/PROTOCOL.md#delta-log-entries>):
+//! commit files `<version, 20 digits>.json` written put-if-absent, classic
+//! single-file checkpoints `<version>.checkpoint.parquet` and the
+//! `_last_checkpoint` hint. sluice never deletes from a log.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Fields, Schema};
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde_json::{json, Value};
+
+use crate::error::{Error, Result};
+
+pub const LOG_DIR: &str = "_delta_log";
+/// The `appId` of sluice's `txn` actions; their `version` is the manifest seq.
+pub const APP_ID: &str = "sluice";
+/// A checkpoint at every version divisible by this.
+pub const CHECKPOINT_INTERVAL: u64 = 100;
+
+pub fn log_dir(table: &Path) -> Path {
+    table.clone().join(LOG_DIR)
+}
+
+pub fn commit_path(table: &Path, version: u64) -> Path {
+    log_dir(table).join(format!("{version:020}.json"))
+}
+
+fn checkpoint_path(table: &Path, version: u64) -> Path {
+    log_dir(table).join(format!("{version:020}.checkpoint.parquet"))
+}
+
+fn last_checkpoint_path(table: &Path) -> Path {
+    log_dir(table).join("_last_checkpoint")
+}
+
+/// The version of a commit file's name, `None` for any other file.
+fn commit_version(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".json")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// A table's log replayed up to its latest version.
+#[derive(Debug, Default, Clone)]
+pub struct TableState {
+    /// The latest version; `None` when the table has no log yet.
+    pub version: Option<u64>,
+    /// The `version` of the newest `txn` of [`APP_ID`]: the manifest seq
+    /// whose files the log holds last (0: none).
+    pub applied: u64,
+    pub protocol: Option<Value>,
+    pub metadata: Option<Value>,
+    /// The `sluice` object of the newest commitInfo sluice wrote.
+    pub last_info: Option<Value>,
+    /// Live `add` actions by path (only when loaded with files).
+    pub files: BTreeMap<String, Value>,
+    /// Every `txn` action by `appId`.
+    pub txns: BTreeMap<String, Value>,
+}
+
+impl TableState {
+    fn apply(&mut self, action: &Value, with_files: bool) {
+        let Some(obj) = action.as_object() else {
+            return;
+        };
+        for (kind, body) in obj {
+            match kind.as_str() {
+                "add" if with_files => {
+                    if let Some(p) = body.get("path").and_then(Value::as_str) {
+                        self.files.insert(p.to_string(), body.clone());
+                    }
+                }
+                "remove" if with_files => {
+                    if let Some(p) = body.get("path").and_then(Value::as_str) {
+                        self.files.remove(p);
+                    }
+                }
+                "protocol" => self.protocol = Some(body.clone()),
+                "metaData" => self.metadata = Some(body.clone()),
+                "txn" => {
+                    let app = body.get("appId").and_then(Value::as_str).unwrap_or("");
+                    if app == APP_ID {
+                        self.applied = body.get("version").and_then(Value::as_u64).unwrap_or(0);
+                    }
+                    self.txns.insert(app.to_string(), body.clone());
+                }
+                "commitInfo" => {
+                    if let Some(info) = body.get("sluice") {
+                        self.last_info = Some(info.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn unreadable(table: &Path, why: impl std::fmt::Display) -> Error {
+    Error::Lake(format!("Delta log of {table}: {why}"))
+}
+
+/// Replays the log of the table folder `table`: the newest checkpoint the
+/// `_last_checkpoint` hint names, then every commit file after it.
+pub async fn load(store: &dyn ObjectStore, table: &Path, with_files: bool) -> Result<TableState> {
+    let mut state = TableState::default();
+    let hint = match store.get(&last_checkpoint_path(table)).await {
+        Ok(got) => {
+            let v: Value = serde_json::from_slice(&got.bytes().await?)
+                .map_err(|e| unreadable(table, format!("_last_checkpoint: {e}")))?;
+            v.get("version").and_then(Value::as_u64)
+        }
+        Err(object_store::Error::NotFound { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(c) = hint {
+        let bytes = store.get(&checkpoint_path(table, c)).await?.bytes().await?;
+        for action in read_checkpoint(bytes).map_err(|e| unreadable(table, e))? {
+            state.apply(&action, with_files);
+        }
+        state.version = Some(c);
+    }
+    let dir = log_dir(table);
+    let listed: Vec<_> = match hint {
+        Some(c) => {
+            let offset = dir.clone().join(format!("{c:020}.json"));
+            store
+                .list_with_offset(Some(&dir), &offset)
+                .try_collect()
+                .await?
+        }
+        None => store.list(Some(&dir)).try_collect().await?,
+    };
+    let mut versions: Vec<u64> = listed
+        .iter()
+        .filter_map(|m| commit_version(m.location.filename()?))
+        .filter(|v| hint.is_none_or(|c| *v > c))
+        .collect();
+    versions.sort_unstable();
+    let first = hint.map_or(0, |c| c + 1);
+    for (i, v) in versions.iter().enumerate() {
+        if *v != first + i as u64 {
+            return Err(unreadable(
+                table,
+                format!("commit {} is missing (the log has {v})", first + i as u64),
+            ));
+        }
+    }
+    let bodies: Vec<Bytes> = futures::stream::iter(versions.iter().map(|v| async move {
+        let got = store.get(&commit_path(table, *v)).await?;
+        Ok::<_, Error>(got.bytes().await?)
+    }))
+    .buffered(16)
+    .try_collect()
+    .await?;
+    for (v, body) in versions.iter().zip(bodies) {
+        for action in parse_commit(&body).map_err(|e| unreadable(table, format!("{v}: {e}")))? {
+            state.apply(&action, with_files);
+        }
+        state.version = Some(*v);
+    }
+    Ok(state)
+}
+
+pub fn parse_commit(body: &[u8]) -> std::result::Result<Vec<Value>, String> {
+    let text = std::str::from_utf8(body).map_err(|e| e.to_string())?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// What a put-if-absent of a commit file found.
+pub enum Put {
+    Written,
+    /// The version exists already (another try of ours, or another writer).
+    Taken,
+}
+
+/// Writes commit `version` put-if-absent: one action per line.
+pub async fn put_commit(
+    store: &dyn ObjectStore,
+    table: &Path,
+    version: u64,
+    actions: &[Value],
+) -> Result<Put> {
+    let mut body = String::new();
+    for a in actions {
+        body.push_str(&a.to_string());
+        body.push('\n');
+    }
+    let opts = PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    match store
+        .put_opts(&commit_path(table, version), PutPayload::from(body), opts)
+        .await
+    {
+        Ok(_) => Ok(Put::Written),
+        Err(object_store::Error::AlreadyExists { .. }) => Ok(Put::Taken),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn string_map() -> DataType {
+    DataType::Map(
+        Arc::new(Field::new(
+            "key_value",
+            DataType::Struct(Fields::from(vec![
+                Field::new("key", DataType::Utf8, false),
+                Field::new("value", DataType::Utf8, true),
+            ])),
+            false,
+        )),
+        false,
+    )
+}
+
+fn strings() -> DataType {
+    DataType::List(Arc::new(Field::new("element", DataType::Utf8, true)))
+}
+
+fn nullable_struct(name: &str, fields: Vec<Field>) -> Field {
+    Field::new(name, DataType::Struct(fields.into()), true)
+}
+
+/// The columns of a classic checkpoint, as Spark writes them (every field
+/// nullable), restricted to the actions sluice writes.
+fn checkpoint_schema() -> Schema {
+    let f = |name: &str, t: DataType| Field::new(name, t, true);
+    Schema::new(vec![
+        nullable_struct(
+            "txn",
+            vec![
+                f("appId", DataType::Utf8),
+                f("version", DataType::Int64),
+                f("lastUpdated", DataType::Int64),
+            ],
+        ),
+        nullable_struct(
+            "add",
+            vec![
+                f("path", DataType::Utf8),
+                f("partitionValues", string_map()),
+                f("size", DataType::Int64),
+                f("modificationTime", DataType::Int64),
+                f("dataChange", DataType::Boolean),
+                f("stats", DataType::Utf8),
+            ],
+        ),
+        nullable_struct(
+            "remove",
+            vec![
+                f("path", DataType::Utf8),
+                f("deletionTimestamp", DataType::Int64),
+                f("dataChange", DataType::Boolean),
+            ],
+        ),
+        nullable_struct(
+            "metaData",
+            vec![
+                f("id", DataType::Utf8),
+                f("name", DataType::Utf8),
+                f("description", DataType::Utf8),
+                nullable_struct(
+                    "format",
+                    vec![f("provider", DataType::Utf8), f("options", string_map())],
+                ),
+                f("schemaString", DataType::Utf8),
+                f("partitionColumns", strings()),
+                f("configuration", string_map()),
+                f("createdTime", DataType::Int64),
+            ],
+        ),
+        nullable_struct(
+            "protocol",
+            vec![
+                f("minReaderVersion", DataType::Int32),
+                f("minWriterVersion", DataType::Int32),
+                f("readerFeatures", strings()),
+                f("writerFeatures", strings()),
+            ],
+        ),
+    ])
+}
+
+/// The actions of a checkpoint file, one per row.
+fn read_checkpoint(bytes: Bytes) -> std::result::Result<Vec<Value>, String> {
+    let batch = crate::sink::decode_parquet(bytes).map_err(|e| format!("checkpoint: {e}"))?;
+    let mut out = Vec::new();
+    let mut writer = arrow::json::ArrayWriter::new(&mut out);
+    writer
+        .write(&batch)
+        .and_then(|_| writer.finish())
+        .map_err(|e| format!("checkpoint: {e}"))?;
+    drop(writer);
+    if out.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<Value> = serde_json::from_slice(&out).map_err(|e| format!("checkpoint: {e}"))?;
+    Ok(rows)
+}
+
+/// Writes the checkpoint of `version` (the state of the log at it: protocol,
+/// metaData, every txn, every live file), then points `_last_checkpoint`
+/// at it. Both are plain overwrites: a checkpoint of a version has one
+/// content, whoever writes it.
+pub async fn write_checkpoint(
+    store: &dyn ObjectStore,
+    table: &Path,
+    state: &TableState,
+    version: u64,
+) -> Result<()> {
+    let mut rows: Vec<Value> = Vec::new();
+    if let Some(p) = &state.protocol {
+        rows.push(json!({"protocol": p}));
+    }
+    if let Some(m) = &state.metadata {
+        rows.push(json!({"metaData": m}));
+    }
+    rows.extend(state.txns.values().map(|t| json!({"txn": t})));
+    rows.extend(state.files.values().map(|a| {
+        // The checkpoint's `add` has only the columns above.
+        json!({"add": {
+            "path": a["path"],
+            "partitionValues": a.get("partitionValues").cloned().unwrap_or(json!({})),
+            "size": a["size"],
+            "modificationTime": a["modificationTime"],
+            "dataChange": false,
+            "stats": a.get("stats").cloned().unwrap_or(Value::Null),
+        }})
+    }));
+    let schema = Arc::new(checkpoint_schema());
+    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
+        .build_decoder()
+        .map_err(|e| unreadable(table, format!("checkpoint {version}: {e}")))?;
+    decoder
+        .serialize(&rows)
+        .map_err(|e| unreadable(table, format!("checkpoint {version}: {e}")))?;
+    let batch = decoder
+        .flush()
+        .map_err(|e| unreadable(table, format!("checkpoint {version}: {e}")))?
+        .unwrap_or_else(|| arrow::record_batch::RecordBatch::new_empty(schema));
+    let mut bytes = Vec::new();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None)?;
+    writer.write(&batch)?;
+    writer.close()?;
+    store
+        .put(&checkpoint_path(table, version), PutPayload::from(bytes))
+        .await?;
+    let hint = json!({"version": version, "size": rows.len()});
+    store
+        .put(
+            &last_checkpoint_path(table),
+            PutPayload::from(hint.to_string()),
+        )
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_checkpoint_replays_like_the_commits_it_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::sink::open_local(dir.path()).unwrap();
+        let table = Path::from("db/t");
+        let add = |n: u64| {
+            json!({"add": {"path": format!("part-{n}.parquet"), "partitionValues": {}, "size": n,
+                   "modificationTime": 1000 + n, "dataChange": true,
+                   "stats": format!("{{\"numRecords\":{n}}}")}})
+        };
+        let first = vec![
+            json!({"commitInfo": {"operation": "WRITE", "sluice": {"seq": 1}}}),
+            json!({"txn": {"appId": APP_ID, "version": 1, "lastUpdated": 5}}),
+            json!({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                                "readerFeatures": ["timestampNtz"], "writerFeatures": ["timestampNtz"]}}),
+            json!({"metaData": {"id": "abc", "format": {"provider": "parquet", "options": {}},
+                                "schemaString": "{}", "partitionColumns": [], "configuration": {},
+                                "createdTime": 7}}),
+            add(1),
+            add(2),
+        ];
+        assert!(matches!(
+            put_commit(store.as_ref(), &table, 0, &first).await.unwrap(),
+            Put::Written
+        ));
+        assert!(matches!(
+            put_commit(store.as_ref(), &table, 0, &first).await.unwrap(),
+            Put::Taken
+        ));
+        let second = vec![
+            json!({"txn": {"appId": APP_ID, "version": 4, "lastUpdated": 6}}),
+            add(3),
+        ];
+        put_commit(store.as_ref(), &table, 1, &second)
+            .await
+            .unwrap();
+        let state = load(store.as_ref(), &table, true).await.unwrap();
+        assert_eq!(state.version, Some(1));
+        assert_eq!(state.applied, 4);
+        assert_eq!(state.files.len(), 3);
+        assert_eq!(state.last_info, Some(json!({"seq": 1})));
+
+        write_checkpoint(store.as_ref(), &table, &state, 1)
+            .await
+            .unwrap();
+        let again = load(store.as_ref(), &table, true).await.unwrap();
+        assert_eq!(again.version, Some(1));
+        assert_eq!(again.applied, 4);
+        assert_eq!(again.protocol, state.protocol);
+        assert_eq!(again.metadata.as_ref().unwrap()["id"], "abc");
+        assert_eq!(
+            again.files.keys().collect::<Vec<_>>(),
+            state.files.keys().collect::<Vec<_>>()
+        );
+        assert_eq!(again.files["part-3.parquet"]["stats"], "{\"numRecords\":3}");
+        assert_eq!(again.files["part-3.parquet"]["size"], 3);
+
+        put_commit(store.as_ref(), &table, 2, &[add(9)])
+            .await
+            .unwrap();
+        let after = load(store.as_ref(), &table, true).await.unwrap();
+        assert_eq!(after.version, Some(2));
+        assert_eq!(after.files.len(), 4);
+
+        // A gap in the log is an error that names the table, not a panic.
+        store
+            .put(&commit_path(&table, 4), PutPayload::from("{}\n"))
+            .await
+            .unwrap();
+        let err = load(store.as_ref(), &table, false).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "lake: Delta log of db/t: commit 3 is missing (the log has 4)"
+        );
+    }
+}

@@ -1,0 +1,479 @@
+//! The Delta Lake log of each table folder (DESIGN.md "The lake as tables"):
+//! after a manifest commits, one Delta commit per table it touched adds
+//! exactly that manifest's files of the table, with `txn {appId: "sluice",
+//! version: <seq>}`. The manifest stays the commit of record; at start the
+//! Delta commits missing for committed manifests are made, in manifest
+//! order, never one twice (the `txn` version says which are done).
+//!
+//! The log is written here with the protocol's JSON actions rather than
+//! through `delta_kernel`: the kernel's default engine rebuilds arrow and
+//! parquet with more features and brings reqwest 0.13, chrono-tz and a second
+//! `rand`, several minutes of CI build for a few hundred lines of JSON. All
+//! Delta code lives in this module, so moving to the kernel touches one place.
+
+mod log;
+mod schema;
+mod stats;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use arrow::datatypes::{Field, SchemaRef};
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::ObjectStore;
+use serde_json::json;
+
+use crate::commit::{stored_path, DataFile, Manifest};
+use crate::error::{Error, Result};
+use crate::schema::history::SchemaHistory;
+
+pub use log::{TableState, APP_ID, CHECKPOINT_INTERVAL, LOG_DIR};
+
+/// The table folder `<db>/<table>` of a data file, as stored (encoded).
+fn table_dir(file: &DataFile) -> Path {
+    let path = stored_path(&file.path);
+    let parts: Vec<_> = path.parts().collect();
+    Path::from_iter(parts[..parts.len().saturating_sub(1)].iter().cloned())
+}
+
+/// A percent-encoded path part as the name it encodes.
+fn decode_part(part: &str) -> String {
+    let bytes = part.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `(db, table)` of a table folder.
+fn table_names(dir: &Path) -> Option<(String, String)> {
+    let parts: Vec<_> = dir.parts().collect();
+    match parts.as_slice() {
+        [db, table] => Some((decode_part(db.as_ref()), decode_part(table.as_ref()))),
+        _ => None,
+    }
+}
+
+/// The file schemas of every version of some tables, from the schema
+/// history, with the manifest seq that commits each: read from SQLite before
+/// any await, so the Delta commits hold no reference to the history.
+#[derive(Default)]
+pub struct SchemaVersions(
+    HashMap<(String, String), Vec<(u64, SchemaRef)>>,
+    /// The RENAME statement that gave a table its name, if its history
+    /// starts with one: the first Delta commit of its folder names it.
+    HashMap<(String, String), String>,
+);
+
+impl SchemaVersions {
+    pub fn load(
+        history: &SchemaHistory,
+        tables: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self> {
+        let mut map = HashMap::new();
+        let mut renames = HashMap::new();
+        for (db, table) in tables {
+            let all = history.versions(&db, &table)?;
+            if let Some(stmt) = all.first().and_then(|v| v.statement.as_ref()) {
+                if stmt.to_ascii_uppercase().contains("RENAME") {
+                    renames.insert((db.clone(), table.clone()), stmt.clone());
+                }
+            }
+            let versions = all
+                .into_iter()
+                .filter(|v| !v.dropped)
+                .map(|v| (v.checkpoint, crate::batch::arrow_schema(&v.schema)))
+                .collect();
+            map.insert((db, table), versions);
+        }
+        Ok(SchemaVersions(map, renames))
+    }
+
+    /// Every table the history knows.
+    pub fn load_all(history: &SchemaHistory) -> Result<Self> {
+        let tables: BTreeSet<(String, String)> = history
+            .latest_all()?
+            .into_iter()
+            .map(|v| (v.schema.database, v.schema.name))
+            .collect();
+        Self::load(history, tables)
+    }
+
+    /// The tables named by the files of `m`.
+    pub fn for_manifest(history: &SchemaHistory, m: &Manifest) -> Result<Self> {
+        let tables: BTreeSet<(String, String)> = m
+            .files
+            .iter()
+            .filter_map(|f| table_names(&table_dir(f)))
+            .collect();
+        Self::load(history, tables)
+    }
+}
+
+/// One table's files of one manifest.
+struct TableFiles<'a> {
+    dir: Path,
+    files: Vec<&'a DataFile>,
+}
+
+fn by_table(m: &Manifest) -> BTreeMap<String, TableFiles<'_>> {
+    let mut out: BTreeMap<String, TableFiles<'_>> = BTreeMap::new();
+    for f in &m.files {
+        let dir = table_dir(f);
+        out.entry(dir.to_string())
+            .or_insert_with(|| TableFiles {
+                dir,
+                files: Vec::new(),
+            })
+            .files
+            .push(f);
+    }
+    out
+}
+
+/// What a start found and made.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Delta commits made for manifests committed before.
+    pub commits: usize,
+    /// Tables whose log was built from the start.
+    pub built: usize,
+}
+
+/// The Delta logs of the lake's table folders, as far as this run knows them.
+#[derive(Default)]
+pub struct TableLogs {
+    tables: HashMap<String, TableState>,
+    /// A Delta commit failed: the next checkpoint repairs before it commits.
+    pub behind: bool,
+}
+
+/// How many times a commit version taken by someone else is re-read.
+const CONFLICT_TRIES: u32 = 5;
+
+impl TableLogs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    async fn state(&mut self, store: &dyn ObjectStore, dir: &Path) -> Result<&mut TableState> {
+        let key = dir.to_string();
+        if !self.tables.contains_key(&key) {
+            let state = log::load(store, dir, false).await?;
+            self.tables.insert(key.clone(), state);
+        }
+        Ok(self.tables.get_mut(&key).expect("inserted above"))
+    }
+
+    /// Makes the Delta commits of manifest `m`, one per table it touched,
+    /// unless a table's log has them already. Returns how many it made.
+    pub async fn commit_manifest(
+        &mut self,
+        store: &dyn ObjectStore,
+        m: &Manifest,
+        schemas: &SchemaVersions,
+    ) -> Result<usize> {
+        let mut made = 0;
+        for (_, t) in by_table(m) {
+            if self.commit_table(store, m, &t, schemas).await? {
+                made += 1;
+            }
+        }
+        Ok(made)
+    }
+
+    /// The Delta commit of `t`'s files of `m`. False if the log has it.
+    async fn commit_table(
+        &mut self,
+        store: &dyn ObjectStore,
+        m: &Manifest,
+        t: &TableFiles<'_>,
+        schemas: &SchemaVersions,
+    ) -> Result<bool> {
+        let table_name = t.files[0].table.clone();
+        let facts: Vec<stats::FileFacts> = futures::stream::iter(
+            t.files
+                .iter()
+                .map(|f| async move { stats::file_facts(store, &stored_path(&f.path)).await }),
+        )
+        .buffered(8)
+        .try_collect()
+        .await?;
+        // The union of the table's columns over its history up to this
+        // manifest, then of the files themselves (their types win).
+        let mut fields: Vec<Field> = Vec::new();
+        if let Some(versions) = table_names(&t.dir).and_then(|k| schemas.0.get(&k)) {
+            for (_, s) in versions.iter().filter(|(ckpt, _)| *ckpt <= m.seq) {
+                schema::widen(&mut fields, s);
+            }
+        }
+        for f in facts.iter().filter_map(|f| f.schema.as_ref()) {
+            schema::widen(&mut fields, f);
+        }
+        let schema_string = schema::schema_string(&fields).map_err(|e| {
+            Error::Lake(format!(
+                "table {table_name} cannot have a Delta log: {e}, a type Delta Lake cannot hold; start a new lake at another path or prefix"
+            ))
+        })?;
+        let protocol = schema::protocol(&fields);
+        let mut tries = 0;
+        loop {
+            let state = self.state(store, &t.dir).await?;
+            if state.applied >= m.seq {
+                return Ok(false);
+            }
+            let now = chrono::Utc::now().timestamp_millis();
+            // A table that a RENAME TABLE named: its first version says so.
+            let renamed_by = state
+                .version
+                .is_none()
+                .then(|| table_names(&t.dir).and_then(|k| schemas.1.get(&k)))
+                .flatten();
+            let mut actions = vec![
+                json!({"commitInfo": {
+                    "timestamp": now,
+                    "operation": "WRITE",
+                    "operationParameters": {"mode": "Append"},
+                    "isBlindAppend": true,
+                    "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
+                    "sluice": {
+                        "seq": m.seq,
+                        "table": table_name,
+                        "committed_at": m.committed_at,
+                        "cursor": m.cursor,
+                        "rows": m.totals.get(&table_name),
+                        "renamed_by": renamed_by,
+                    },
+                }}),
+                json!({"txn": {"appId": APP_ID, "version": m.seq, "lastUpdated": now}}),
+            ];
+            // Never lower a protocol: a column's type only widens the union.
+            let raise = match &state.protocol {
+                None => true,
+                Some(p) => p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64(),
+            };
+            if raise {
+                actions.push(json!({ "protocol": protocol }));
+            }
+            let metadata = match &state.metadata {
+                None => Some(json!({
+                    "id": uuid::Uuid::new_v4().to_string(),
+                    "name": table_name,
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": schema_string,
+                    "partitionColumns": [],
+                    "configuration": {},
+                    "createdTime": now,
+                })),
+                Some(old) if old["schemaString"].as_str() != Some(schema_string.as_str()) => {
+                    let mut new = old.clone();
+                    new["schemaString"] = json!(schema_string);
+                    Some(new)
+                }
+                Some(_) => None,
+            };
+            if let Some(md) = &metadata {
+                actions.push(json!({ "metaData": md }));
+            }
+            for (f, facts) in t.files.iter().zip(&facts) {
+                let name = stored_path(&f.path);
+                let name = name.filename().unwrap_or(&f.path);
+                actions.push(json!({"add": {
+                    "path": name,
+                    "partitionValues": {},
+                    "size": facts.size,
+                    "modificationTime": facts.modified_ms,
+                    "dataChange": true,
+                    "stats": facts.stats.to_string(),
+                }}));
+            }
+            let version = state.version.map_or(0, |v| v + 1);
+            match log::put_commit(store, &t.dir, version, &actions).await? {
+                log::Put::Written => {
+                    state.version = Some(version);
+                    state.applied = m.seq;
+                    if raise {
+                        state.protocol = Some(protocol.clone());
+                    }
+                    if let Some(md) = metadata {
+                        state.metadata = Some(md);
+                    }
+                    if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
+                        if let Err(e) = checkpoint(store, &t.dir, version).await {
+                            tracing::warn!(table = %table_name, version, error = %e, "could not write a Delta checkpoint; readers replay the commits instead");
+                        }
+                    }
+                    return Ok(true);
+                }
+                log::Put::Taken => {
+                    // Another try of ours that landed, or a second sidecar's
+                    // repair: read the log again, the txn says which.
+                    tries += 1;
+                    if tries >= CONFLICT_TRIES {
+                        return Err(Error::Lake(format!(
+                            "Delta log of {}: version {version} is taken {tries} times in a row by commits without manifest {}; stop any other sidecar on this lake and restart",
+                            t.dir, m.seq
+                        )));
+                    }
+                    self.tables.remove(&t.dir.to_string());
+                }
+            }
+        }
+    }
+
+    /// Makes the Delta commits missing for manifests up to `newest`: at start
+    /// (a crash between a manifest and its Delta commits, a lake of an
+    /// earlier sluice without logs) and after a Delta commit failed.
+    pub async fn repair(
+        &mut self,
+        store: &dyn ObjectStore,
+        lake: &crate::commit::Lake,
+        newest: &Manifest,
+        schemas: &SchemaVersions,
+    ) -> Result<RepairReport> {
+        let mut report = RepairReport::default();
+        // Tables whose log lacks some manifest: those without a log that have
+        // data files, and those whose newest commit counts fewer rows than
+        // the newest manifest (every manifest that touches a table adds rows).
+        let mut lagging: BTreeMap<String, u64> = BTreeMap::new();
+        for dir in table_dirs(store).await? {
+            let state = self.state(store, &dir).await?.clone();
+            match state.version {
+                None => {
+                    if has_data_files(store, &dir).await? {
+                        lagging.insert(dir.to_string(), 0);
+                        report.built += 1;
+                    }
+                }
+                Some(_) => {
+                    let logged = state
+                        .last_info
+                        .as_ref()
+                        .and_then(|i| Some((i["table"].as_str()?.to_string(), i["rows"].as_u64())));
+                    let behind = match logged {
+                        Some((name, rows)) => match newest.totals.get(&name) {
+                            Some(total) => rows.is_none_or(|r| r < *total),
+                            None => false,
+                        },
+                        None => false,
+                    };
+                    if behind && state.applied < newest.seq {
+                        lagging.insert(dir.to_string(), state.applied);
+                    }
+                }
+            }
+        }
+        let Some(from) = lagging.values().min().map(|a| a + 1) else {
+            self.behind = false;
+            return Ok(report);
+        };
+        for seq in from..=newest.seq {
+            let m = if seq == newest.seq {
+                newest.clone()
+            } else {
+                match lake.read_manifest(seq).await {
+                    Ok(m) => m,
+                    // Manifests before the lake's first (none is ever deleted,
+                    // but a lake may be started by copying from another) are skipped.
+                    Err(Error::Store(object_store::Error::NotFound { .. })) => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            for (key, t) in by_table(&m) {
+                if lagging.get(&key).is_some_and(|applied| *applied < seq)
+                    && self.commit_table(store, &m, &t, schemas).await?
+                {
+                    report.commits += 1;
+                }
+            }
+        }
+        self.behind = false;
+        Ok(report)
+    }
+}
+
+/// Rewrites the checkpoint of `version` from the log.
+async fn checkpoint(store: &dyn ObjectStore, dir: &Path, version: u64) -> Result<()> {
+    let state = log::load(store, dir, true).await?;
+    if state.version != Some(version) {
+        // A newer version exists already: its writer checkpoints.
+        return Ok(());
+    }
+    log::write_checkpoint(store, dir, &state, version).await
+}
+
+/// The table folders `<db>/<table>` of the lake (folders starting with `_`
+/// belong to sluice or to a table's Delta log).
+async fn table_dirs(store: &dyn ObjectStore) -> Result<Vec<Path>> {
+    let mut out = Vec::new();
+    let dbs = store.list_with_delimiter(None).await?;
+    for db in dbs.common_prefixes {
+        if db.filename().is_some_and(|n| n.starts_with('_')) {
+            continue;
+        }
+        let tables = store.list_with_delimiter(Some(&db)).await?;
+        out.extend(
+            tables
+                .common_prefixes
+                .into_iter()
+                .filter(|t| !t.filename().is_some_and(|n| n.starts_with('_'))),
+        );
+    }
+    Ok(out)
+}
+
+async fn has_data_files(store: &dyn ObjectStore, dir: &Path) -> Result<bool> {
+    let listed = store.list_with_delimiter(Some(dir)).await?;
+    Ok(listed.objects.iter().any(|o| {
+        o.location
+            .filename()
+            .is_some_and(|n| n.ends_with(".parquet"))
+    }))
+}
+
+/// The latest Delta version of every table folder that has a log, by
+/// `db.table` (for `sluice status`).
+pub async fn versions(store: &dyn ObjectStore) -> Result<BTreeMap<String, u64>> {
+    let mut out = BTreeMap::new();
+    for dir in table_dirs(store).await? {
+        let state = log::load(store, &dir, false).await?;
+        if let (Some(v), Some((db, table))) = (state.version, table_names(&dir)) {
+            out.insert(format!("{db}.{table}"), v);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folder_names_decode() {
+        assert_eq!(decode_part("a%2Fa"), "a/a");
+        assert_eq!(decode_part("plain"), "plain");
+        assert_eq!(decode_part("bad%2"), "bad%2");
+        assert_eq!(decode_part("%"), "%");
+        let f = DataFile {
+            table: "a/a.t".into(),
+            path: crate::commit::data_file_path("a/a", "t", 3, 0, "w").to_string(),
+            rows: 1,
+            bytes: 1,
+            schema_version: 1,
+        };
+        let dir = table_dir(&f);
+        assert_eq!(dir.as_ref(), "a%2Fa/t");
+        assert_eq!(table_names(&dir), Some(("a/a".into(), "t".into())));
+    }
+}
