@@ -758,6 +758,21 @@ fn rows_changed_inside_a_watermark_window_are_left_to_the_stream() {
 // ---- Snapshots after the start: a widened filter, `sluice snapshot` ----
 
 /// `shop.<name>` with `rows` rows `(id, 'v<id>')`, written portably.
+/// A server with `shop.a` of `rows` rows, and sluice over it without an
+/// initial snapshot (the lake has only what the stream brings), reading
+/// requested snapshots in chunks of 100 and checkpointing every 100 ms.
+fn stream_only_lake(rows: u64) -> (MariaDb, tempfile::TempDir, tempfile::TempDir, Sluice) {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop;");
+    small_table(&db, "a", rows);
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.snapshot = "mode = \"never\"\nchunk_rows = 100".into();
+    sluice.interval = "100ms".into();
+    (db, lake_dir, state, sluice)
+}
+
 fn small_table(db: &MariaDb, name: &str, rows: u64) {
     db.sql(&format!(
         "CREATE TABLE shop.{name} (id INT PRIMARY KEY, v VARCHAR(20));"
@@ -957,15 +972,7 @@ fn wait_for_request_done(lake: &std::path::Path, table: &str, id: &str, run: &Ru
 
 #[test]
 fn a_snapshot_request_is_adopted_by_the_running_sidecar_and_replace_restarts_the_rows() {
-    let db = MariaDb::start();
-    db.sql("CREATE DATABASE shop;");
-    small_table(&db, "a", 1000);
-    let lake_dir = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
-    // No initial snapshot: the lake has only what the stream brings.
-    sluice.snapshot = "mode = \"never\"\nchunk_rows = 100".into();
-    sluice.interval = "100ms".into();
+    let (db, lake_dir, _state, sluice) = stream_only_lake(1000);
     let run = sluice.spawn_run(false);
     db.sql("UPDATE shop.a SET v = 'before' WHERE id <= 5;");
     let id = request_snapshot(&sluice, &["shop.a"]);
@@ -1110,14 +1117,7 @@ fn a_request_for_a_table_not_captured_is_refused_and_writes_nothing() {
 
 #[test]
 fn a_kill_right_after_adoption_neither_adopts_the_request_twice_nor_reads_a_row_twice() {
-    let db = MariaDb::start();
-    db.sql("CREATE DATABASE shop;");
-    small_table(&db, "a", 1500);
-    let lake_dir = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
-    sluice.snapshot = "mode = \"never\"\nchunk_rows = 100".into();
-    sluice.interval = "100ms".into();
+    let (db, lake_dir, _state, mut sluice) = stream_only_lake(1500);
     sluice.run_until_caught_up_ok();
     let id = request_snapshot(&sluice, &["shop.a"]);
     sluice.env = vec![("SLUICE_CRASH_AT".into(), "after-request-commit".into())];
@@ -1161,14 +1161,7 @@ fn a_kill_right_after_adoption_neither_adopts_the_request_twice_nor_reads_a_row_
 
 #[test]
 fn a_second_request_for_a_table_being_snapshotted_is_a_no_op_unless_it_replaces() {
-    let db = MariaDb::start();
-    db.sql("CREATE DATABASE shop;");
-    small_table(&db, "a", 900);
-    let lake_dir = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
-    sluice.snapshot = "mode = \"never\"\nchunk_rows = 100".into();
-    sluice.interval = "100ms".into();
+    let (db, lake_dir, _state, sluice) = stream_only_lake(900);
     sluice.run_until_caught_up_ok();
     // Both wait for the next start; the first starts the table's snapshot,
     // the second finds it running.
