@@ -15,6 +15,7 @@ mod log;
 mod schema;
 mod stats;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use arrow::datatypes::{Field, SchemaRef};
@@ -168,12 +169,10 @@ impl TableLogs {
     }
 
     async fn state(&mut self, store: &dyn ObjectStore, dir: &Path) -> Result<&mut TableState> {
-        let key = dir.to_string();
-        if !self.tables.contains_key(&key) {
-            let state = log::load(store, dir, false).await?;
-            self.tables.insert(key.clone(), state);
+        match self.tables.entry(dir.to_string()) {
+            Entry::Occupied(known) => Ok(known.into_mut()),
+            Entry::Vacant(new) => Ok(new.insert(log::load(store, dir, false).await?)),
         }
-        Ok(self.tables.get_mut(&key).expect("inserted above"))
     }
 
     /// Makes the Delta commits of manifest `m`, one per table it touched,

@@ -98,8 +98,9 @@ pub fn schema_string(fields: &[Field]) -> Result<String, String> {
             return Err(format!("column {} is {}", f.name(), f.data_type()));
         }
     }
-    let v = struct_type(&fields.to_vec().into()).expect("every type checked above");
-    Ok(v.to_string())
+    struct_type(&fields.to_vec().into())
+        .map(|v| v.to_string())
+        .ok_or_else(|| "a nested column has no Delta type".to_string())
 }
 
 fn has_timestamp_ntz(t: &DataType) -> bool {
