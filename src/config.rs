@@ -86,6 +86,61 @@ pub struct SourceConfig {
     /// server has not yet noticed is dead) and does not take it for another
     /// replica using its `server_id`.
     pub report_host: String,
+    /// `tls`, `ca_file`, `cert_file`, `key_file`: encryption of every
+    /// connection to the source.
+    pub tls: TlsConfig,
+}
+
+/// `[source] tls`: the modes of MySQL's `--ssl-mode`, in increasing strictness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsMode {
+    /// Never encrypt.
+    Disabled,
+    /// Encrypt when the server offers TLS; its certificate is not checked.
+    Preferred,
+    /// Encrypt or fail; the certificate is not checked.
+    Required,
+    /// Encrypt, and the server's certificate must chain to `ca_file`.
+    VerifyCa,
+    /// As `VerifyCa`, and the certificate must name the host of `source.url`.
+    VerifyIdentity,
+}
+
+impl TlsMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsMode::Disabled => "disabled",
+            TlsMode::Preferred => "preferred",
+            TlsMode::Required => "required",
+            TlsMode::VerifyCa => "verify_ca",
+            TlsMode::VerifyIdentity => "verify_identity",
+        }
+    }
+
+    /// Whether the server's certificate is checked against `ca_file`.
+    pub fn verifies(self) -> bool {
+        matches!(self, TlsMode::VerifyCa | TlsMode::VerifyIdentity)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    pub mode: TlsMode,
+    /// PEM certificates the server's certificate must chain to.
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate chain and its private key (PEM), for users
+    /// created `REQUIRE X509`.
+    pub client_identity: Option<(PathBuf, PathBuf)>,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            mode: TlsMode::Preferred,
+            ca_file: None,
+            client_identity: None,
+        }
+    }
 }
 
 impl SourceConfig {
@@ -257,6 +312,10 @@ struct RawSource {
     connect_timeout: Option<String>,
     heartbeat: Option<String>,
     max_sql_bytes: Option<String>,
+    tls: Option<String>,
+    ca_file: Option<PathBuf>,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Default)]
@@ -420,6 +479,7 @@ fn parse_source(raw: RawSource) -> std::result::Result<SourceConfig, String> {
             "source.server_id: 0 is not a valid replica id, pick a unique non-zero id".into(),
         );
     }
+    let tls = parse_tls(&raw)?;
     let resume = match raw.resume.as_deref() {
         None | Some("auto") => Resume::Auto,
         Some("gtid") => Resume::Gtid,
@@ -451,6 +511,73 @@ fn parse_source(raw: RawSource) -> std::result::Result<SourceConfig, String> {
         resume,
         binlog_dir: raw.binlog_dir,
         report_host: String::new(),
+        tls,
+    })
+}
+
+fn parse_tls(raw: &RawSource) -> std::result::Result<TlsConfig, String> {
+    let mode = match raw.tls.as_deref() {
+        None | Some("preferred") => TlsMode::Preferred,
+        Some("disabled") => TlsMode::Disabled,
+        Some("required") => TlsMode::Required,
+        Some("verify_ca") => TlsMode::VerifyCa,
+        Some("verify_identity") => TlsMode::VerifyIdentity,
+        Some(other) => {
+            return Err(format!(
+                "source.tls: `{other}` is not a mode, use \"disabled\", \"preferred\", \"required\", \"verify_ca\" or \"verify_identity\""
+            ))
+        }
+    };
+    let readable = |key: &str, path: &Option<PathBuf>| -> std::result::Result<(), String> {
+        match path {
+            Some(p) => std::fs::File::open(p)
+                .map(drop)
+                .map_err(|e| format!("source.{key}: cannot read {}: {e}", p.display())),
+            None => Ok(()),
+        }
+    };
+    readable("ca_file", &raw.ca_file)?;
+    readable("cert_file", &raw.cert_file)?;
+    readable("key_file", &raw.key_file)?;
+    if mode == TlsMode::Disabled {
+        if let Some(key) = [
+            ("ca_file", &raw.ca_file),
+            ("cert_file", &raw.cert_file),
+            ("key_file", &raw.key_file),
+        ]
+        .iter()
+        .find_map(|(k, v)| v.is_some().then_some(k))
+        {
+            return Err(format!(
+                "source.{key}: set while source.tls = \"disabled\"; remove it or choose a tls mode that uses it"
+            ));
+        }
+    }
+    if mode.verifies() && raw.ca_file.is_none() {
+        return Err(format!(
+            "source.ca_file: missing; source.tls = \"{}\" checks the server's certificate against it (or use tls = \"required\" to encrypt without checking)",
+            mode.name()
+        ));
+    }
+    let client_identity = match (&raw.cert_file, &raw.key_file) {
+        (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(
+                "source.key_file: missing; cert_file needs the private key of the certificate"
+                    .into(),
+            )
+        }
+        (None, Some(_)) => {
+            return Err(
+                "source.cert_file: missing; key_file needs the certificate it belongs to".into(),
+            )
+        }
+    };
+    Ok(TlsConfig {
+        mode,
+        ca_file: raw.ca_file.clone(),
+        client_identity,
     })
 }
 
@@ -878,6 +1005,59 @@ url = "/tmp/lake"
         );
         let e = with("resume = \"sometimes\"").unwrap_err();
         assert!(e.starts_with("source.resume: "), "{e}");
+    }
+
+    #[test]
+    fn tls_modes_and_their_files() {
+        let with = |lines: &str| {
+            Config::parse(&MINIMAL.replace("server_id = 7", &format!("server_id = 7\n{lines}")))
+        };
+        let tls = Config::parse(MINIMAL).unwrap().source.tls;
+        assert_eq!(tls.mode, TlsMode::Preferred);
+        assert_eq!((tls.ca_file, tls.client_identity), (None, None));
+        for (name, mode) in [
+            ("disabled", TlsMode::Disabled),
+            ("preferred", TlsMode::Preferred),
+            ("required", TlsMode::Required),
+        ] {
+            assert_eq!(
+                with(&format!("tls = \"{name}\"")).unwrap().source.tls.mode,
+                mode
+            );
+            assert_eq!(mode.name(), name);
+        }
+        let e = with("tls = \"on\"").unwrap_err();
+        assert!(e.starts_with("source.tls: `on` is not a mode"), "{e}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("ca.pem");
+        std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\n").unwrap();
+        let p = pem.display();
+        let e = with("tls = \"verify_ca\"").unwrap_err();
+        assert!(e.starts_with("source.ca_file: missing"), "{e}");
+        let c = with(&format!("tls = \"verify_identity\"\nca_file = '{p}'")).unwrap();
+        assert_eq!(c.source.tls.mode, TlsMode::VerifyIdentity);
+        assert_eq!(c.source.tls.ca_file.as_deref(), Some(pem.as_path()));
+        let e = with("tls = \"verify_ca\"\nca_file = '/nonexistent/ca.pem'").unwrap_err();
+        assert!(
+            e.starts_with("source.ca_file: cannot read /nonexistent/ca.pem"),
+            "{e}"
+        );
+        let e = with(&format!("tls = \"disabled\"\nca_file = '{p}'")).unwrap_err();
+        assert!(
+            e.starts_with("source.ca_file: set while source.tls = \"disabled\""),
+            "{e}"
+        );
+        let e = with(&format!("cert_file = '{p}'")).unwrap_err();
+        assert!(e.starts_with("source.key_file: missing"), "{e}");
+        let c = with(&format!(
+            "tls = \"required\"\ncert_file = '{p}'\nkey_file = '{p}'"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.source.tls.client_identity,
+            Some((pem.clone(), pem.clone()))
+        );
     }
 
     #[test]

@@ -4,25 +4,28 @@
 //! (BINLOG_SEND_ANNOTATE_ROWS_EVENT), and without it MariaDB never sends the
 //! Annotate_rows events that carry the originating SQL. So the dump
 //! connection speaks the protocol itself, built from mysql_common's packet
-//! types: handshake, native-password authentication, a few `SET`s, register,
-//! dump. A reader task then moves event packets into a bounded channel, so
+//! types: handshake, TLS ([`super::tls`]), authentication ([`super::auth`]),
+//! a few `SET`s, register, dump. A reader task then moves event packets into a bounded channel, so
 //! the network read overlaps the decoding.
 
 use bytes::BytesMut;
 use mysql_common::constants::CapabilityFlags;
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{
-    AuthPlugin, AuthSwitchRequest, BinlogDumpFlags, ComBinlogDump, ComRegisterSlave,
-    HandshakePacket, HandshakeResponse, ServerError,
+    BinlogDumpFlags, ComBinlogDump, ComRegisterSlave, HandshakePacket, HandshakeResponse,
+    ServerError, SslRequest,
 };
 use mysql_common::proto::codec::PacketCodec;
 use mysql_common::proto::MySerialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio_rustls::client::TlsStream;
 
-use crate::config::SourceConfig;
+use super::auth::{Login, Step};
+use super::tls;
 use crate::config::PASSWORD_ENV;
+use crate::config::{SourceConfig, TlsMode};
 use crate::error::{Error, Result};
 
 /// MariaDB's `BINLOG_SEND_ANNOTATE_ROWS_EVENT` dump flag.
@@ -34,6 +37,10 @@ pub(crate) const READ_AHEAD: usize = 16;
 /// which cost a sixth of the CPU in context switches.
 pub(crate) const BATCH_PACKETS: usize = 128;
 pub(crate) const BATCH_BYTES: usize = 256 * 1024;
+
+/// The collation our connection asks for in the TLS request (the handshake
+/// response names its own): utf8mb4_general_ci.
+const UTF8MB4_GENERAL_CI: u8 = 45;
 
 /// What a reader hands over: one event as the server sends it — a status
 /// byte (0), then header, body and checksum — or the failure that ended the
@@ -55,10 +62,40 @@ pub enum ServerFailure {
 }
 
 pub struct Replica {
-    stream: TcpStream,
+    stream: Wire,
     codec: PacketCodec,
     buf: BytesMut,
     capabilities: CapabilityFlags,
+}
+
+/// The socket, plain or encrypted (`[source] tls`).
+enum Wire {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+    /// Between the two, while the TLS handshake runs.
+    Upgrading,
+}
+
+impl Wire {
+    async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        match self {
+            Wire::Plain(s) => s.read_buf(buf).await,
+            Wire::Tls(s) => s.read_buf(buf).await,
+            Wire::Upgrading => Err(std::io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Wire::Plain(s) => s.write_all(bytes).await,
+            Wire::Tls(s) => {
+                s.write_all(bytes).await?;
+                // rustls holds written records until flushed.
+                s.flush().await
+            }
+            Wire::Upgrading => Err(std::io::ErrorKind::NotConnected.into()),
+        }
+    }
 }
 
 impl Replica {
@@ -80,7 +117,7 @@ impl Replica {
             })?;
         stream.set_nodelay(true).ok();
         let mut replica = Replica {
-            stream,
+            stream: Wire::Plain(stream),
             codec: PacketCodec::default(),
             buf: BytesMut::with_capacity(64 * 1024),
             capabilities: CapabilityFlags::empty(),
@@ -108,8 +145,6 @@ impl Replica {
         let handshake: HandshakePacket<'_> = ParseBuf(&hello)
             .parse(())
             .map_err(|e| Error::Connection(format!("bad handshake from the server: {e}")))?;
-        let nonce = handshake.nonce();
-        let plugin = first_plugin(handshake.auth_plugin());
         let wanted = CapabilityFlags::CLIENT_PROTOCOL_41
             | CapabilityFlags::CLIENT_SECURE_CONNECTION
             | CapabilityFlags::CLIENT_LONG_PASSWORD
@@ -119,51 +154,94 @@ impl Replica {
             | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
             | CapabilityFlags::CLIENT_LONG_FLAG;
         self.capabilities = wanted & handshake.capabilities();
-        let password = cfg.password.as_deref();
-        let data = plugin.gen_data(password, &nonce);
-        let mut scramble = Vec::new();
-        if let Some(d) = &data {
-            d.serialize(&mut scramble);
+        let offers_tls = handshake
+            .capabilities()
+            .contains(CapabilityFlags::CLIENT_SSL);
+        let secure = match (cfg.tls.mode, offers_tls) {
+            (TlsMode::Disabled, _) | (TlsMode::Preferred, false) => false,
+            (_, true) => true,
+            (mode, false) => {
+                return Err(Error::Preflight(format!(
+                    "{}:{} does not offer TLS, but source.tls = \"{}\"; enable TLS on the server (ssl_cert, ssl_key) or set source.tls = \"preferred\"",
+                    cfg.host,
+                    cfg.port,
+                    mode.name()
+                )))
+            }
+        };
+        let max_packet = 16 * 1024 * 1024;
+        if secure {
+            self.capabilities |= CapabilityFlags::CLIENT_SSL;
+            let mut request = Vec::new();
+            SslRequest::new(self.capabilities, max_packet, UTF8MB4_GENERAL_CI)
+                .serialize(&mut request);
+            self.write_packet(&request, true).await?;
+            self.start_tls(cfg).await?;
         }
+        let password = cfg.password.as_deref();
+        let mut login = Login::new(
+            &cfg.user,
+            password,
+            secure,
+            handshake.auth_plugin(),
+            &handshake.nonce(),
+        );
         let response = HandshakeResponse::new(
-            Some(scramble),
+            Some(login.first_answer()),
             handshake.server_version_parsed().unwrap_or((10, 0, 0)),
             Some(cfg.user.as_bytes()),
             None::<&[u8]>,
-            Some(plugin.clone()),
+            Some(login.plugin().clone()),
             self.capabilities,
             None,
-            16 * 1024 * 1024,
+            max_packet,
         );
         let mut payload = Vec::new();
         response.serialize(&mut payload);
-        // The response continues the server's greeting: sequence id 1.
+        // The response continues the server's greeting (and the TLS request).
         self.write_packet(&payload, true).await?;
-        let mut reply = self.read_packet().await.map_err(io_error)?;
-        if reply.first() == Some(&0xFE) {
-            // Auth switch: answer the plugin the server asks for.
-            let answer = answer_auth_switch(&reply, password, &cfg.user)?;
-            self.write_packet(&answer, true).await?;
-            reply = self.read_packet().await.map_err(io_error)?;
-        }
-        match reply.first() {
-            Some(0x00) => Ok(()),
-            Some(0xFF) => {
+        loop {
+            let reply = self.read_packet().await.map_err(io_error)?;
+            if reply.first() == Some(&0xFF) {
                 let (code, message) = server_error(&reply);
-                if code == 1045 || code == 1698 {
-                    Err(Error::Preflight(format!(
-                        "authentication failed for user `{}` at {}:{} ({message}); check the user in source.url and the password in {PASSWORD_ENV} or source.password_file",
-                        cfg.user, cfg.host, cfg.port
-                    )))
+                return Err(if code == 1045 || code == 1698 {
+                    Error::Preflight(format!(
+                        "authentication failed for user `{}` at {}:{} ({message}); check the user in source.url and the password in {PASSWORD_ENV} or source.password_file{}",
+                        cfg.user, cfg.host, cfg.port, super::tls_hint(cfg)
+                    ))
                 } else {
-                    Err(Error::Connection(format!(
+                    Error::Connection(format!(
                         "{}:{} refused the replication login: {message} ({code})",
                         cfg.host, cfg.port
-                    )))
-                }
+                    ))
+                });
             }
-            _ => Err(unsupported_plugin(&cfg.user, &plugin)),
+            match login.next(&reply)? {
+                Step::Done => return Ok(()),
+                Step::Read => {}
+                Step::Send(answer) => self.write_packet(&answer, true).await?,
+            }
         }
+    }
+
+    /// Turns the socket into a TLS stream, checking the server's
+    /// certificate as `source.tls` says.
+    async fn start_tls(&mut self, cfg: &SourceConfig) -> Result<()> {
+        if !self.buf.is_empty() {
+            return Err(Error::Connection(
+                "the server sent data before the TLS handshake".into(),
+            ));
+        }
+        let connector = tls::connector(&cfg.tls)?;
+        let name = tls::server_name(&cfg.host)?;
+        let Wire::Plain(plain) = std::mem::replace(&mut self.stream, Wire::Upgrading) else {
+            return Err(Error::Connection("TLS started twice".into()));
+        };
+        let secure = connector.connect(name, plain).await.map_err(|e| {
+            tls::handshake_error(&format!("{}:{}", cfg.host, cfg.port), cfg.tls.mode, &e)
+        })?;
+        self.stream = Wire::Tls(Box::new(secure));
+        Ok(())
     }
 
     /// Runs a statement that returns no rows (`SET ...`).
@@ -315,52 +393,6 @@ impl Replica {
     }
 }
 
-/// The plugin of the first login answer. A greeting that names
-/// `mysql_clear_password` (a server whose default is a PAM setup) gets a
-/// native-password scramble instead: the password itself must never go out
-/// unencrypted, and a server that needs another plugin asks with an auth
-/// switch, which [`answer_auth_switch`] judges.
-fn first_plugin(advertised: Option<AuthPlugin<'_>>) -> AuthPlugin<'static> {
-    match advertised.map(|p| p.into_owned()) {
-        None | Some(AuthPlugin::MysqlClearPassword) => AuthPlugin::MysqlNativePassword,
-        Some(plugin) => plugin,
-    }
-}
-
-/// The answer to an auth switch request (`0xFE`, plugin name, its data).
-/// Only `mysql_native_password` is spoken. `mysql_clear_password` sends the
-/// password as it is, readable by anyone on the path; this connection has no
-/// TLS, so it is refused rather than answered.
-fn answer_auth_switch(packet: &[u8], password: Option<&str>, user: &str) -> Result<Vec<u8>> {
-    let switch: AuthSwitchRequest<'_> = ParseBuf(packet)
-        .parse(())
-        .map_err(|e| Error::Connection(format!("bad auth switch request: {e}")))?;
-    let plugin = switch.auth_plugin().clone().into_owned();
-    match plugin {
-        AuthPlugin::MysqlNativePassword => {}
-        AuthPlugin::MysqlClearPassword => {
-            return Err(Error::Preflight(format!(
-                "the server asks user `{user}` to log in with mysql_clear_password, which would send the password in plain text over an unencrypted connection (sluice's replication connection has no TLS); sluice refuses it: use mysql_native_password for the sluice user (ALTER USER ... IDENTIFIED VIA mysql_native_password USING PASSWORD('...'))"
-            )))
-        }
-        other => return Err(unsupported_plugin(user, &other)),
-    }
-    let nonce = switch.plugin_data();
-    let nonce = nonce.strip_suffix(&[0]).unwrap_or(nonce);
-    let mut answer = Vec::new();
-    if let Some(d) = plugin.gen_data(password, nonce) {
-        d.serialize(&mut answer);
-    }
-    Ok(answer)
-}
-
-fn unsupported_plugin(user: &str, plugin: &AuthPlugin<'_>) -> Error {
-    Error::Preflight(format!(
-        "user `{user}` authenticates with {}, which sluice's replication connection does not speak; use mysql_native_password for the sluice user (ALTER USER ... IDENTIFIED VIA mysql_native_password USING PASSWORD('...'))",
-        String::from_utf8_lossy(plugin.as_bytes())
-    ))
-}
-
 fn io_error(e: std::io::Error) -> Error {
     Error::Connection(format!("replication connection: {e}"))
 }
@@ -374,78 +406,5 @@ fn server_error(packet: &[u8]) -> (u16, String) {
     match ParseBuf(&packet[3..]).parse::<ServerError<'_>>((code, true)) {
         Ok(e) => (code, e.message_str().into_owned()),
         Err(_) => (code, String::from_utf8_lossy(&packet[3..]).into_owned()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An auth switch request as the server sends it: 0xFE, the plugin name
-    /// and a NUL, then the plugin's data (a nonce and a NUL for native
-    /// password; nothing for clear password).
-    fn switch_request(plugin: &str, data: &[u8]) -> Vec<u8> {
-        let mut p = vec![0xFE];
-        p.extend_from_slice(plugin.as_bytes());
-        p.push(0);
-        p.extend_from_slice(data);
-        p
-    }
-
-    #[test]
-    fn clear_password_switch_is_refused_naming_the_plugin() {
-        for data in [&b""[..], b"\0"] {
-            let packet = switch_request("mysql_clear_password", data);
-            let err = answer_auth_switch(&packet, Some("s3cret"), "repl").unwrap_err();
-            let text = err.to_string();
-            assert!(matches!(err, Error::Preflight(_)), "{text}");
-            assert!(text.contains("mysql_clear_password"), "{text}");
-            assert!(text.contains("plain text"), "{text}");
-            assert!(text.contains("`repl`"), "{text}");
-            assert!(!text.contains("s3cret"), "{text}");
-        }
-    }
-
-    #[test]
-    fn native_password_switch_is_answered_with_a_scramble() {
-        let nonce: Vec<u8> = (1u8..=20).collect();
-        let mut data = nonce.clone();
-        data.push(0);
-        let packet = switch_request("mysql_native_password", &data);
-        let answer = answer_auth_switch(&packet, Some("s3cret"), "repl").unwrap();
-        // SHA1(password) XOR SHA1(nonce + SHA1(SHA1(password))): 20 bytes,
-        // never the password, and different for another nonce.
-        assert_eq!(answer.len(), 20);
-        assert!(!answer.windows(6).any(|w| w == b"s3cret"));
-        let other = switch_request("mysql_native_password", &[7u8; 20]);
-        assert_ne!(
-            answer_auth_switch(&other, Some("s3cret"), "repl").unwrap(),
-            answer
-        );
-        // No password: an empty answer.
-        assert!(answer_auth_switch(&packet, None, "repl")
-            .unwrap()
-            .is_empty());
-    }
-
-    #[test]
-    fn other_plugins_are_refused() {
-        let packet = switch_request("client_ed25519", &[1u8; 32]);
-        let err = answer_auth_switch(&packet, Some("pw"), "repl").unwrap_err();
-        assert!(err.to_string().contains("client_ed25519"), "{err}");
-        assert!(answer_auth_switch(&[0xFE], Some("pw"), "repl").is_err());
-    }
-
-    #[test]
-    fn a_clear_password_greeting_gets_a_native_scramble() {
-        assert_eq!(
-            first_plugin(Some(AuthPlugin::MysqlClearPassword)),
-            AuthPlugin::MysqlNativePassword
-        );
-        assert_eq!(first_plugin(None), AuthPlugin::MysqlNativePassword);
-        assert_eq!(
-            first_plugin(Some(AuthPlugin::CachingSha2Password)),
-            AuthPlugin::CachingSha2Password
-        );
     }
 }

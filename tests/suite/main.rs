@@ -31,6 +31,7 @@ mod session_settings;
 mod snapshot;
 mod source_features;
 mod store_faults;
+mod tls;
 mod transactions;
 mod types;
 mod zero_dates;
