@@ -268,6 +268,10 @@ pub async fn run(
     // Tables a widened filter added, judged before the bootstrap below
     // makes the history know them.
     let widened = requests::widened_tables(committed.as_ref(), tables.keys().cloned(), &tracker)?;
+    for (db, name, _) in widened.iter().filter(|(_, _, known)| *known) {
+        // Captured before: DDL while it was not is missing from its history.
+        tracker.forget(&(db.clone(), name.clone()));
+    }
     let widened = requests::plan_widened(config, widened).await?;
     let unknown: Vec<_> = tables
         .into_values()

@@ -15,14 +15,12 @@ use crate::batch;
 use crate::config::{SnapshotMethod, SourceConfig};
 use crate::error::{Error, Result};
 use crate::schema::TableSchema;
+use crate::snapshot::progress::ProgressView;
 use crate::snapshot::reader::{self, Work};
 use crate::snapshot::{
     ChunkId, ChunkRows, Message, Reply, SnapshotProgress, SnapshotState, WindowEnd,
 };
 use crate::source::BinlogPosition;
-
-/// How often `run` logs a table's snapshot progress.
-const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A running snapshot: the reader's messages and the chunks on their way
 /// into the stream.
@@ -43,7 +41,8 @@ pub(super) struct SnapshotRun {
     buffers: BTreeMap<String, SnapshotBuffer>,
     /// The reader has read every table.
     finished: bool,
-    last_progress_log: std::time::Instant,
+    /// Bars on a terminal, log lines otherwise.
+    view: ProgressView,
     spawn: SpawnArgs,
 }
 
@@ -135,7 +134,7 @@ impl SnapshotRun {
             progress,
             buffers: BTreeMap::new(),
             finished: false,
-            last_progress_log: std::time::Instant::now(),
+            view: ProgressView::for_stderr(),
             spawn,
         }
     }
@@ -552,18 +551,8 @@ impl Pipeline<'_> {
         if rows.last_chunk && rows.last_part {
             finish_table(t);
             info!(table = %rows.table, rows = t.rows, chunks = t.chunks, "snapshot of a table is done");
-        } else if run.last_progress_log.elapsed() >= PROGRESS_EVERY {
-            run.last_progress_log = std::time::Instant::now();
-            let (rate, eta) = t.rate_and_eta(chrono::Utc::now());
-            info!(
-                table = %rows.table,
-                rows = t.rows,
-                estimated = t.estimated_rows,
-                rows_per_second = rate.unwrap_or(0.0) as u64,
-                eta_seconds = eta.map(|e| e as u64),
-                "snapshot progress"
-            );
         }
+        run.view.update(&rows.table, t);
         self.stats.zero_dates += rows.zero_dates;
         // One file never mixes schema versions (a DDL between two chunks).
         if run

@@ -129,6 +129,15 @@ impl SchemaTracker {
         self.filter.captures(&t.0, &t.1)
     }
 
+    /// Lets go of what the tracker holds of `t`, so that the next
+    /// [`SchemaTracker::bootstrap`] reads its shape again: a table that
+    /// enters capture again, whose DDL while it was not captured is not in
+    /// the history.
+    pub fn forget(&mut self, t: &TableName) {
+        self.current.remove(t);
+        self.provisional.remove(t);
+    }
+
     pub fn known(&self, t: &TableName) -> bool {
         self.current.contains_key(t) || self.provisional.contains_key(t)
     }

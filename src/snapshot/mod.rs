@@ -28,6 +28,7 @@
 //! The state of every table's snapshot (rows, last key) commits with the
 //! manifest, so a restart resumes after the last committed chunk.
 
+pub mod progress;
 pub mod reader;
 pub mod request;
 pub mod values;
