@@ -12,6 +12,7 @@
 //! Delta code lives in this module, so moving to the kernel touches one place.
 
 mod log;
+mod rewrite;
 mod schema;
 mod stats;
 
@@ -226,6 +227,40 @@ impl TableLogs {
             ))
         })?;
         let protocol = schema::protocol(&fields);
+        // A column's type changed: the files that hold the old type are
+        // copied in the new one first, in a commit of their own.
+        self.rewrite_old_types(
+            store,
+            &t.dir,
+            &table_name,
+            &fields,
+            &schema_string,
+            &protocol,
+        )
+        .await?;
+        // This manifest's own files of the old type (a DDL inside the
+        // checkpoint) join as copies.
+        let mut adds: Vec<(String, stats::FileFacts)> = Vec::with_capacity(facts.len());
+        for (f, facts) in t.files.iter().zip(facts) {
+            let stored = stored_path(&f.path);
+            let name = stored.filename().unwrap_or(&f.path).to_string();
+            if facts
+                .schema
+                .as_ref()
+                .is_some_and(|s| rewrite::conflicts(s, &fields))
+            {
+                let version = self
+                    .state(store, &t.dir)
+                    .await?
+                    .version
+                    .map_or(0, |v| v + 1);
+                let copy = rewrite::copy_conformed(store, &t.dir, &name, &fields, version).await?;
+                warn_lost(&table_name, &name, copy.lost);
+                adds.push((copy.path, copy.facts));
+            } else {
+                adds.push((name, facts));
+            }
+        }
         let mut tries = 0;
         loop {
             let state = self.state(store, &t.dir).await?;
@@ -285,9 +320,7 @@ impl TableLogs {
             if let Some(md) = &metadata {
                 actions.push(json!({ "metaData": md }));
             }
-            for (f, facts) in t.files.iter().zip(&facts) {
-                let name = stored_path(&f.path);
-                let name = name.filename().unwrap_or(&f.path);
+            for (name, facts) in &adds {
                 actions.push(json!({"add": {
                     "path": name,
                     "partitionValues": {},
@@ -329,6 +362,91 @@ impl TableLogs {
                 }
             }
         }
+    }
+
+    /// When the Delta schema of `dir` gives a column another type than
+    /// `fields` (DESIGN.md: DECIMAL precision or scale, FLOAT to DOUBLE, a
+    /// number to a string), commits copies of the files of the old type in
+    /// the new one, which replace them, with the new schema.
+    async fn rewrite_old_types(
+        &mut self,
+        store: &dyn ObjectStore,
+        dir: &Path,
+        table_name: &str,
+        fields: &[Field],
+        schema_string: &str,
+        protocol: &serde_json::Value,
+    ) -> Result<()> {
+        let state = self.state(store, dir).await?;
+        let Some(old) = state
+            .metadata
+            .as_ref()
+            .and_then(|m| m["schemaString"].as_str())
+        else {
+            return Ok(());
+        };
+        if !rewrite::schema_changes_types(old, fields) {
+            return Ok(());
+        }
+        let live = log::load(store, dir, true).await?;
+        let version = live.version.map_or(0, |v| v + 1);
+        let now = chrono::Utc::now().timestamp_millis();
+        let mut actions = vec![json!({"commitInfo": {
+            "timestamp": now,
+            "operation": "WRITE",
+            "operationParameters": {"mode": "Overwrite"},
+            "isBlindAppend": false,
+            "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
+            "sluice": {
+                "table": table_name,
+                "rewritten": "a column changed to another type: the files of the old type are copied in the new one",
+            },
+        }})];
+        let raise = live
+            .protocol
+            .as_ref()
+            .is_none_or(|p| p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64());
+        if raise {
+            actions.push(json!({ "protocol": protocol }));
+        }
+        let mut metadata = live.metadata.clone().unwrap_or_default();
+        metadata["schemaString"] = json!(schema_string);
+        actions.push(json!({ "metaData": metadata }));
+        let mut copies = 0;
+        for path in live.files.keys() {
+            let file = path.split('/').fold(dir.clone(), |p, part| p.join(part));
+            let facts = stats::file_facts(store, &file).await?;
+            if !facts
+                .schema
+                .as_ref()
+                .is_some_and(|s| rewrite::conflicts(s, fields))
+            {
+                continue;
+            }
+            let copy = rewrite::copy_conformed(store, dir, path, fields, version).await?;
+            warn_lost(table_name, path, copy.lost);
+            actions.push(rewrite::remove_action(path, now));
+            actions.push(rewrite::add_action(&copy));
+            copies += 1;
+        }
+        match log::put_commit(store, dir, version, &actions).await? {
+            log::Put::Written => {
+                tracing::info!(table = %table_name, version, files = copies, "a column changed its type: the Delta table's files are rewritten in the new type");
+                if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
+                    if let Err(e) = checkpoint(store, dir, version).await {
+                        tracing::warn!(table = %table_name, version, error = %e, "could not write a Delta checkpoint; readers replay the commits instead");
+                    }
+                }
+            }
+            log::Put::Taken => {
+                return Err(Error::Lake(format!(
+                    "Delta log of {dir}: version {version} was taken while sluice rewrote the table in a new column type; stop any other sidecar on this lake and restart"
+                )))
+            }
+        }
+        // The next commit reads the log again.
+        self.tables.remove(&dir.to_string());
+        Ok(())
     }
 
     /// Makes the Delta commits missing for manifests up to `newest`: at start
@@ -452,6 +570,13 @@ pub async fn versions(store: &dyn ObjectStore) -> Result<BTreeMap<String, u64>> 
         }
     }
     Ok(out)
+}
+
+/// Logs values that a narrowing type change could not carry into a copy.
+fn warn_lost(table: &str, file: &str, lost: usize) {
+    if lost > 0 {
+        tracing::warn!(table, file, values = lost, "a column's new type cannot hold some of its old values: they are null in the Delta table's copy (the manifest's file keeps them)");
+    }
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ fn nullable(f: &Field) -> Field {
 /// The Delta type of an Arrow type of the lake (DESIGN.md "Types"); `None`
 /// for a type Delta cannot hold (the first release's unsigned integers,
 /// durations and Decimal256, refused before any log is written).
-fn delta_type(t: &DataType) -> Option<Value> {
+pub(super) fn delta_type(t: &DataType) -> Option<Value> {
     Some(match t {
         DataType::Boolean => json!("boolean"),
         DataType::Int8 => json!("byte"),

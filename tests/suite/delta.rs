@@ -210,8 +210,16 @@ fn assert_log_follows_manifests(lake: &Lake, table: &str) -> Vec<(u64, Vec<Value
         (0..commits.len() as u64).collect::<Vec<_>>(),
         "{table}: versions contiguous from 0"
     );
+    // Rewrites in a new column type are commits of their own, without txn.
+    let rewrite = |actions: &Vec<Value>| {
+        actions
+            .iter()
+            .find_map(|a| a.get("commitInfo"))
+            .is_some_and(|i| i["sluice"]["rewritten"].is_string())
+    };
     let seqs: Vec<u64> = commits
         .iter()
+        .filter(|(_, actions)| !rewrite(actions))
         .map(|(v, actions)| {
             let txns: Vec<&Value> = actions.iter().filter_map(|a| a.get("txn")).collect();
             assert_eq!(txns.len(), 1, "{table} version {v}: one txn");
@@ -235,16 +243,37 @@ fn assert_log_follows_manifests(lake: &Lake, table: &str) -> Vec<(u64, Vec<Value
         touched.into_iter().collect::<Vec<_>>(),
         "{table}: one Delta commit per manifest that touched it"
     );
-    let mut added: Vec<String> = commits
+    // The live files: each manifest file once, as itself or as its copy
+    // in a newer type (`_rewritten/v<version>-<name>`).
+    let mut live = BTreeSet::new();
+    for (v, actions) in &commits {
+        for a in actions {
+            if let Some(add) = a.get("add") {
+                let path = add["path"].as_str().unwrap().to_owned();
+                assert!(
+                    live.insert(path.clone()),
+                    "{table} version {v}: {path} added twice"
+                );
+            }
+            if let Some(remove) = a.get("remove") {
+                let path = remove["path"].as_str().unwrap();
+                assert!(
+                    live.remove(path),
+                    "{table} version {v}: {path} removed but not live"
+                );
+            }
+        }
+    }
+    let mut originals: Vec<String> = live
         .iter()
-        .flat_map(|(_, a)| a.iter().filter_map(|x| x.get("add")))
-        .map(|a| a["path"].as_str().unwrap().to_owned())
+        .map(|p| match p.strip_prefix("_rewritten/v") {
+            Some(rest) => rest.split_once('-').unwrap().1.to_owned(),
+            None => p.clone(),
+        })
         .collect();
-    added.sort();
-    let unique: BTreeSet<&String> = added.iter().collect();
-    assert_eq!(unique.len(), added.len(), "{table}: a file added twice");
+    originals.sort();
     assert_eq!(
-        added,
+        originals,
         manifest_files(lake, table, u64::MAX),
         "{table}: files"
     );
@@ -417,6 +446,139 @@ fn readers_see_the_manifests_rows_through_ddl() {
     let status = sluice.status_json();
     assert_eq!(status["delta_versions"]["shop.t"], t.len() as u64 - 1);
     assert_eq!(status["delta_versions"]["shop.u"], u.len() as u64 - 1);
+}
+
+/// A decimal as a number whatever its scale: "1.50" and "1.5000" agree.
+fn decimal_text(v: &Option<String>) -> Option<String> {
+    v.as_ref().map(|s| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            s.clone()
+        }
+    })
+}
+
+/// A column changes to another lake type (DECIMAL scale, FLOAT to DOUBLE, a
+/// number to a string): the Delta table is rewritten in the new type by
+/// copies under `_rewritten/` (the manifests' files untouched), and every
+/// reader reads every row in the new type, including a manifest that holds
+/// files of both types.
+#[test]
+fn a_column_that_changes_its_type_is_rewritten_for_every_reader() {
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.p (id INT PRIMARY KEY, price DECIMAL(8,2), ratio FLOAT, code INT);",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let sluice = Sluice::new(&db, dir.path(), state.path());
+    let steps = [
+        "INSERT INTO shop.p VALUES (1, 1.50, 0.5, 7), (2, -999999.99, NULL, NULL);",
+        "ALTER TABLE shop.p MODIFY price DECIMAL(12,4);
+         INSERT INTO shop.p VALUES (3, 12345678.1234, 0.25, 30);
+         UPDATE shop.p SET price = 2.0001 WHERE id = 1;",
+        // Rows of the old and the new shape in one manifest.
+        "INSERT INTO shop.p VALUES (4, 4.5, 1.75, 40);
+         ALTER TABLE shop.p MODIFY ratio DOUBLE, MODIFY code VARCHAR(20);
+         INSERT INTO shop.p VALUES (5, 5, 0.1, 'X-5');
+         UPDATE shop.p SET code = CONCAT('C', code) WHERE id = 3;",
+    ];
+    for step in steps {
+        db.sql(step);
+        sluice.run_until_caught_up_ok();
+    }
+    let lake = Lake::read(dir.path());
+    let commits = assert_log_follows_manifests(&lake, "shop.p");
+    let table_dir = folder(&lake, "shop.p");
+
+    // Two rewrites: each a commit that removes files and adds their copies,
+    // no data change, no txn.
+    let rewrites: Vec<&(u64, Vec<Value>)> = commits
+        .iter()
+        .filter(|(_, a)| a.iter().any(|x| x.get("remove").is_some()))
+        .collect();
+    assert_eq!(rewrites.len(), 2, "{commits:#?}");
+    for (v, actions) in &rewrites {
+        assert!(
+            actions.iter().all(|a| a.get("txn").is_none()),
+            "version {v}"
+        );
+        for a in actions.iter().filter_map(|a| a.get("add")) {
+            let path = a["path"].as_str().unwrap();
+            assert!(path.starts_with("_rewritten/"), "{path}");
+            assert_eq!(a["dataChange"], false);
+            assert!(table_dir.join(path).is_file(), "{path}");
+        }
+    }
+    // The latest schema has the new types, in `_before` too.
+    let schema: Value = commits
+        .iter()
+        .rev()
+        .find_map(|(_, a)| a.iter().find_map(|x| x.get("metaData")))
+        .map(|m| serde_json::from_str(m["schemaString"].as_str().unwrap()).unwrap())
+        .unwrap();
+    let type_of = |fields: &Value, name: &str| {
+        fields["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .map(|f| f["type"].clone())
+            .unwrap()
+    };
+    assert_eq!(type_of(&schema, "price"), "decimal(12,4)");
+    assert_eq!(type_of(&schema, "ratio"), "double");
+    assert_eq!(type_of(&schema, "code"), "string");
+    let before = type_of(&schema, "_before");
+    assert_eq!(type_of(&before, "price"), "decimal(12,4)");
+    assert_eq!(type_of(&before, "code"), "string");
+
+    // Every reader reads the manifests' rows, in the new types.
+    let columns = ["_seq", "_op", "id", "price", "ratio", "code"];
+    let want: Vec<Vec<Option<String>>> = manifest_rows(&lake, "shop.p", &columns, u64::MAX)
+        .into_iter()
+        .map(|r| r.iter().map(decimal_text).collect())
+        .collect();
+    assert_eq!(want.len(), 7, "five inserts and two updates");
+    let uri = table_dir.display().to_string();
+    let read = read_delta(
+        &uri,
+        &columns,
+        None,
+        &Value::Null,
+        "deltalake,polars,duckdb",
+    );
+    assert_eq!(read.rows.len(), 3);
+    for (reader, rows) in &read.rows {
+        let got: Vec<Vec<Option<String>>> = rows
+            .iter()
+            .map(|r| r.iter().map(decimal_text).collect())
+            .collect();
+        assert_eq!(got, want, "rows read by {reader}");
+    }
+    // The manifests' files are untouched and still hold the old types;
+    // version 0 reads them as they were.
+    let first = &lake.files_of("shop.p")[0];
+    assert_eq!(
+        first.schema.field_with_name("price").unwrap().data_type(),
+        &arrow::datatypes::DataType::Decimal128(8, 2)
+    );
+    let v0 = read_delta(
+        &uri,
+        &columns,
+        Some(0),
+        &Value::Null,
+        "deltalake,polars,duckdb",
+    );
+    for (reader, rows) in &v0.rows {
+        assert_eq!(rows.len(), 2, "version 0 read by {reader}");
+        assert_eq!(
+            rows[0][3].as_deref().map(|s| s.trim_end_matches('0')),
+            Some("1.5")
+        );
+    }
 }
 
 /// A kill after a manifest and before its Delta commits: the next start
