@@ -524,3 +524,99 @@ print(n)
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The event loop stuck in a checkpoint (a data file upload that the store
+/// does not answer) is a wedge: `/healthz` says 503 until the upload times
+/// out and the retry goes through, then 200 again.
+#[test]
+fn healthz_fails_while_the_loop_is_wedged_in_a_stalled_upload() {
+    use crate::common::proxy::{Fault, FaultProxy, Rule};
+    let db = MariaDb::start();
+    db.sql(SCHEMA);
+    let lake = TestLake::new(Backend::S3);
+    let proxy = FaultProxy::start(lake.moto().unwrap().port());
+    let state = tempfile::tempdir().unwrap();
+    let mut s = lake.sluice(&db, state.path());
+    let port = free_port();
+    s.interval = "300ms".into();
+    s.extra = format!("[http]\nlisten = \"127.0.0.1:{port}\"\nstall_timeout = \"2s\"\n");
+    proxy.route(&mut s, "8s");
+    let _run = s.spawn_run(false);
+    assert!(
+        wait_until(Duration::from_secs(60), || status_of(port, "/readyz")
+            == Some(200)),
+        "never ready: {:?}",
+        get(port, "/readyz")
+    );
+    assert_eq!(status_of(port, "/healthz"), Some(200));
+
+    // The next data file's PUT gets no answer for 10 s (past the 8 s timeout).
+    proxy.set_rules(vec![Rule::every(
+        "PUT",
+        "/shop/orders/part-",
+        1,
+        Fault::Stall(Duration::from_secs(10)),
+    )
+    .limit(1)]);
+    db.sql("INSERT INTO shop.orders VALUES (1, 1), (2, 2);");
+    assert!(
+        wait_until(Duration::from_secs(20), || status_of(port, "/healthz")
+            == Some(503)),
+        "healthz never noticed the wedged loop: {:?}",
+        get(port, "/healthz")
+    );
+    let (_, why) = get(port, "/healthz").unwrap();
+    assert!(why.contains("no progress"), "{why}");
+    // The upload times out, is retried and commits: healthy again.
+    assert!(
+        wait_until(Duration::from_secs(60), || status_of(port, "/healthz")
+            == Some(200)
+            && metric(port, "sluice_lake_rows{table=\"shop.orders\"}")
+                == Some(2.0)),
+        "not healthy again: {:?} {:?}",
+        get(port, "/healthz"),
+        get(port, "/metrics")
+    );
+    assert_eq!(proxy.hits(Fault::Stall(Duration::from_secs(10))), 1);
+}
+
+/// The initial snapshot's progress: rows and state per table as committed.
+#[test]
+fn snapshot_metrics_report_rows_and_state_per_table() {
+    let db = MariaDb::start();
+    db.sql(SCHEMA);
+    changes(&db);
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut s = http_sluice(&db, root.path(), port);
+    s.snapshot = "mode = \"initial\"\nchunk_rows = 10".into();
+    let _run = s.spawn_run(false);
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            metric(
+                port,
+                "sluice_snapshot_state{table=\"shop.orders\",state=\"done\"}",
+            ) == Some(1.0)
+                && metric(
+                    port,
+                    "sluice_snapshot_state{table=\"shop.items\",state=\"done\"}",
+                ) == Some(1.0)
+        }),
+        "snapshot never reported done:\n{}",
+        get(port, "/metrics").map(|r| r.1).unwrap_or_default()
+    );
+    let m = samples(&get(port, "/metrics").unwrap().1);
+    // 55 orders and 3 items were in the tables when the snapshot read them.
+    assert_eq!(m["sluice_snapshot_rows{table=\"shop.orders\"}"], 55.0);
+    assert_eq!(m["sluice_snapshot_rows{table=\"shop.items\"}"], 3.0);
+    assert_eq!(
+        m["sluice_snapshot_state{table=\"shop.orders\",state=\"running\"}"],
+        0.0
+    );
+    assert_eq!(
+        m["sluice_committed_rows_total{table=\"shop.orders\",op=\"snapshot\"}"],
+        55.0
+    );
+    let lake = Lake::read_committed(&root.path().join("lake"));
+    assert_eq!(op_counts(&lake.rows("shop.orders"))["snapshot"], 55);
+}
