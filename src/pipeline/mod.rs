@@ -1315,8 +1315,6 @@ impl Pipeline<'_> {
         {
             self.finish_oldest_flush().await?;
         }
-        self.metrics
-            .set_buffer_bytes(open(self) + self.in_flight.iter().map(|f| f.bytes).sum::<usize>());
         Ok(())
     }
 
@@ -1492,6 +1490,10 @@ impl Pipeline<'_> {
             })
         });
         self.in_flight.push_back(Flush { task, bytes, held });
+        // Sampled per written buffer, not per event: the moments of most memory.
+        let open: usize = self.buffers.values().map(|b| b.approx_bytes()).sum();
+        self.metrics
+            .set_buffer_bytes(open + self.in_flight.iter().map(|f| f.bytes).sum::<usize>());
         Ok(())
     }
 
@@ -1887,6 +1889,7 @@ impl Pipeline<'_> {
             }
         }
         self.last_checkpoint = Instant::now();
+        self.metrics.set_buffer_bytes(0);
         self.commit_tables().await;
         Ok(())
     }
