@@ -620,3 +620,39 @@ fn snapshot_metrics_report_rows_and_state_per_table() {
     let lake = Lake::read_committed(&root.path().join("lake"));
     assert_eq!(op_counts(&lake.rows("shop.orders"))["snapshot"], 55);
 }
+
+/// Before the stream connects (a source that accepts TCP but never speaks),
+/// the endpoint is up, healthy, and not ready.
+#[test]
+fn readyz_is_503_before_the_stream_connects() {
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let source = silent.local_addr().unwrap().port();
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut s = Sluice::with_source(
+        format!("mysql://repl@127.0.0.1:{source}"),
+        "\"latest\"".into(),
+        &root.path().join("lake"),
+        &root.path().join("state"),
+    );
+    s.extra_source = "connect_timeout = \"20s\"".into();
+    s.extra = format!("[http]\nlisten = \"127.0.0.1:{port}\"\n");
+    let mut run = s.spawn_run(false);
+    assert!(
+        wait_until(Duration::from_secs(20), || status_of(port, "/healthz")
+            == Some(200)),
+        "no healthz: {}",
+        run.log_tail(20)
+    );
+    let (status, why) = get(port, "/readyz").unwrap();
+    assert_eq!(status, 503, "{why}");
+    assert!(why.contains("not connected"), "{why}");
+    let (_, text) = get(port, "/metrics").unwrap();
+    assert!(text.contains("\nsluice_connected 0\n"), "{text}");
+    assert!(
+        run.try_wait().is_none(),
+        "sluice exited: {}",
+        run.log_tail(20)
+    );
+    drop(silent);
+}
