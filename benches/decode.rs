@@ -337,6 +337,7 @@ fn offline_replay(c: &mut Criterion, dir: &Path, bytes: u64) {
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         let opts = RunOptions {
             until_caught_up: true,
+            ..Default::default()
         };
         runtime
             .block_on(pipeline::run(&config, opts, shutdown))

@@ -36,7 +36,9 @@
 #   RUNS=3                   timed runs per tool (the median is reported)
 #   PY_RUNS=1                runs of python-mysql-replication: about 5 minutes each at
 #                            full size, so one by default (PY_RUNS=3 for its median too)
-#   TOOLS="raw cdecode python zongji sluice"  which tools to time
+#   TOOLS="raw cdecode python zongji sluice"  which tools to time; add
+#                            sluice_http for sluice with [http] on and /metrics
+#                            and / scraped every second (BENCHMARKS.md, "Monitoring")
 #   PROFILE=1                one more sluice run under `perf record`; top symbols
 #                            into benches/results/profile.txt
 #   QUIET_TIMEOUT=120        before each timed run, wait up to this many seconds for
@@ -395,12 +397,32 @@ TOML
     fi
 }
 
-run_sluice() {
-    local dir="$tmp/sluice.$1"
+# scrape PORT: GETs /metrics and the status page every second until killed.
+scrape() {
+    while true; do
+        curl -s -o /dev/null "http://127.0.0.1:$1/metrics" || true
+        curl -s -o /dev/null "http://127.0.0.1:$1/" || true
+        sleep 1
+    done
+}
+
+run_sluice() { # run [http]
+    local tool="sluice" dir="$tmp/sluice.$1" scraper="" http_port
     rm -rf "$dir"
     sluice_config "$dir"
-    timed sluice "$1" /dev/null env SLUICE_SOURCE_PASSWORD="$DB_PASS" \
+    if [ "${2:-}" = http ]; then
+        tool="sluice_http"
+        http_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+        printf '\n[http]\nlisten = "127.0.0.1:%s"\n' "$http_port" >>"$dir/sluice.toml"
+        scrape "$http_port" &
+        scraper=$!
+    fi
+    timed "$tool" "$1" /dev/null env SLUICE_SOURCE_PASSWORD="$DB_PASS" \
         "$SLUICE" run --config "$dir/sluice.toml" --until-caught-up
+    if [ -n "$scraper" ]; then
+        kill "$scraper" 2>/dev/null || true
+        wait "$scraper" 2>/dev/null || true
+    fi
     local status rows cursor
     status="$(SLUICE_SOURCE_PASSWORD="$DB_PASS" "$SLUICE" status --config "$dir/sluice.toml" --json)"
     rows="$(python3 -c 'import json,sys; print(sum(json.load(sys.stdin)["tables"].values()))' <<<"$status")"
@@ -411,7 +433,7 @@ run_sluice() {
     SLUICE_LAKE_BYTES="$(du -sb "$dir/lake" | cut -f1)"
     SLUICE_FILES="$(find "$dir/lake" -name '*.parquet' | wc -l)"
     rm -rf "$dir"
-    record sluice "$1" "$rows"
+    record "$tool" "$1" "$rows"
 }
 
 banner "timing: $RUNS runs each of: $TOOLS (python: $PY_RUNS runs), interleaved"
@@ -421,6 +443,7 @@ for i in $(seq 1 "$RUNS"); do
     if wants python && [ "$i" -le "$PY_RUNS" ]; then run_python "$i"; fi
     wants zongji && run_zongji "$i"
     wants sluice && run_sluice "$i"
+    wants sluice_http && run_sluice "$i" http
 done
 
 if [ "$PROFILE" = 1 ] && wants sluice && ! command -v perf >/dev/null 2>&1; then

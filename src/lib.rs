@@ -8,6 +8,7 @@ pub mod commit;
 pub mod config;
 pub mod decode;
 pub mod error;
+pub mod http;
 pub mod pipeline;
 pub mod schema;
 pub mod sink;

@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use sluice::config::Config;
 use sluice::pipeline::{self, RunOptions};
 
@@ -9,8 +9,18 @@ use sluice::pipeline::{self, RunOptions};
 #[derive(Parser)]
 #[command(name = "sluice", version)]
 struct Cli {
+    /// `json`: one JSON object per log line (for log shippers); error lines
+    /// carry `kind` (transient or definite).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -27,6 +37,9 @@ enum Command {
     Check {
         #[arg(long)]
         config: PathBuf,
+        /// Only parse and validate the configuration file; connect to nothing.
+        #[arg(long)]
+        config_only: bool,
     },
     /// Last manifest, cursor, committed rows per table, lag.
     Status {
@@ -96,29 +109,50 @@ enum SchemaCommand {
 fn main() -> ExitCode {
     tune_malloc();
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let format = cli.log_format;
+    match format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(r) => r,
-        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+        Err(e) => {
+            return fail(
+                format,
+                "definite",
+                &format!("cannot start the async runtime: {e}"),
+            )
+        }
     };
     match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
-        Err(e) => fail(&e.to_string()),
+        Err(e) => fail(format, e.kind().as_str(), &e.to_string()),
     }
 }
 
-fn fail(message: &str) -> ExitCode {
-    eprintln!("sluice: error: {}", message.replace('\n', " "));
+/// The one line a failed command ends with: plain text, or a JSON log line
+/// with the error's kind.
+fn fail(format: LogFormat, kind: &str, message: &str) -> ExitCode {
+    let message = message.replace('\n', " ");
+    match format {
+        LogFormat::Text => eprintln!("sluice: error: {message}"),
+        LogFormat::Json => tracing::error!(kind, error = %message, "sluice stopped"),
+    }
     ExitCode::FAILURE
 }
 
@@ -129,12 +163,18 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             until_caught_up,
         } => {
             let config = Config::load(&config)?;
+            let metrics = sluice::http::Metrics::new(config.flush.max_buffer_bytes);
+            sluice::http::start(&config, metrics.clone()).await?;
             let (tx, rx) = tokio::sync::watch::channel(false);
             tokio::spawn(async move {
                 wait_for_signal().await;
                 let _ = tx.send(true);
             });
-            let summary = pipeline::run(&config, RunOptions { until_caught_up }, rx).await?;
+            let opts = RunOptions {
+                until_caught_up,
+                metrics: Some(metrics),
+            };
+            let summary = pipeline::run(&config, opts, rx).await?;
             tracing::info!(
                 rows = summary.rows,
                 manifests = summary.manifests,
@@ -143,8 +183,15 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check { config } => {
-            let config = Config::load(&config)?;
+        Command::Check {
+            config: path,
+            config_only,
+        } => {
+            let config = Config::load(&path)?;
+            if config_only {
+                println!("{}: the configuration is valid", path.display());
+                return Ok(ExitCode::SUCCESS);
+            }
             let (report, ok) = sluice::status::check(&config).await?;
             print!("{report}");
             Ok(if ok {

@@ -10,7 +10,11 @@ use crate::sink;
 use crate::source::{self, BinlogPosition};
 
 /// Bytes of binlog between `from` and `to`, from the server's file list.
-fn lag_bytes(logs: &[(String, u64)], from: &BinlogPosition, to: &BinlogPosition) -> Option<u64> {
+pub(crate) fn lag_bytes(
+    logs: &[(String, u64)],
+    from: &BinlogPosition,
+    to: &BinlogPosition,
+) -> Option<u64> {
     if from >= to {
         return Some(0);
     }

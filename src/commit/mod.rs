@@ -304,7 +304,7 @@ impl Lake {
             match self.read_back(manifest.seq, &mut failures).await? {
                 Some(found) if found == body => {
                     if !matches!(failed, object_store::Error::AlreadyExists { .. }) {
-                        tracing::warn!(%path, error = %Error::Store(failed), "the manifest write got no answer, but the manifest is in the lake: committed");
+                        tracing::warn!(%path, kind = %crate::error::HasKind::error_kind(&failed), error = %Error::Store(failed), "the manifest write got no answer, but the manifest is in the lake: committed");
                     }
                     return Ok(());
                 }
@@ -324,7 +324,7 @@ impl Lake {
                         return Err(failed.into());
                     }
                     let delay = backoff(failures);
-                    tracing::warn!(%path, error = %Error::Store(failed), retry_in = ?delay, "the manifest write failed and the manifest is not in the lake: writing it again");
+                    tracing::warn!(%path, kind = %crate::error::HasKind::error_kind(&failed), error = %Error::Store(failed), retry_in = ?delay, "the manifest write failed and the manifest is not in the lake: writing it again");
                     tokio::time::sleep(delay).await;
                 }
             }
@@ -354,7 +354,7 @@ impl Lake {
                 )));
             }
             let delay = backoff(*failures);
-            tracing::warn!(%path, error = %Error::Store(e), retry_in = ?delay, "cannot read back the manifest just written: retrying");
+            tracing::warn!(%path, kind = %crate::error::HasKind::error_kind(&e), error = %Error::Store(e), retry_in = ?delay, "cannot read back the manifest just written: retrying");
             tokio::time::sleep(delay).await;
         }
     }

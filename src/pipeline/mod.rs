@@ -22,6 +22,8 @@ use crate::config::{Config, Resume, StartPosition};
 use crate::decode::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
 use crate::decode::{self, classify_query, event_type as et, QueryKind};
 use crate::error::{backoff, Error, Result};
+use crate::http::metrics::{op_counts, OpCounts};
+use crate::http::Metrics;
 use crate::schema::bootstrap;
 use crate::schema::history::{self, SchemaHistory};
 use crate::table::{SchemaVersions, TableLogs};
@@ -34,10 +36,12 @@ use crate::source::{self, BinlogPosition, ServerInfo, StreamStart};
 use arrow::record_batch::RecordBatch;
 use object_store::ObjectStoreExt;
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Clone, Default)]
 pub struct RunOptions {
     /// Stop once everything up to the binlog head as it was at start is committed.
     pub until_caught_up: bool,
+    /// Where the run reports what `[http]` serves; a private one if `None`.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// What a run did, for the log line at exit.
@@ -138,6 +142,14 @@ struct Pipeline<'a> {
     /// Snapshots adopted after the start: a widened filter's tables and
     /// `sluice snapshot` requests.
     requests: requests::RequestState,
+    /// What `[http]` reports: updated per event batch and checkpoint.
+    metrics: Arc<Metrics>,
+    /// `_op` counts of the files written since the last checkpoint, by path.
+    file_ops: HashMap<String, OpCounts>,
+    /// Header timestamp of the last real event read.
+    read_ts: u32,
+    /// A heartbeat came after the last event with nothing uncommitted.
+    idle: bool,
 }
 
 pub async fn run(
@@ -224,7 +236,7 @@ pub async fn run(
             ),
             Ok(_) => {}
             Err(e) => {
-                warn!(error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
+                warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
                 table_logs.behind = true;
             }
         }
@@ -350,8 +362,17 @@ pub async fn run(
         snapshot,
         read_to,
         requests: Default::default(),
+        metrics: opts
+            .metrics
+            .clone()
+            .unwrap_or_else(|| Metrics::new(config.flush.max_buffer_bytes)),
+        file_ops: HashMap::new(),
+        read_ts: 0,
+        idle: false,
     };
+    p.metrics.set_committed_position(&p.cursor);
     p.start_snapshot_work(widened).await?;
+    p.metrics.set_snapshot_running(!p.snapshot_done());
 
     // Offline replay ends at the last file anyway.
     let snapshot_pending = p.snapshot.as_ref().is_some_and(|s| !s.done());
@@ -369,6 +390,9 @@ pub async fn run(
         match p.stream(from, stop_at.clone(), &mut shutdown).await {
             Ok(()) => break,
             Err(e) if e.is_transient() && !*shutdown.borrow() => {
+                p.metrics.set_connected(false);
+                p.metrics.error(&e);
+                p.metrics.reconnect();
                 // A stream that delivered events ended a working connection:
                 // the next outage starts its backoff from the beginning.
                 if p.streamed {
@@ -377,7 +401,7 @@ pub async fn run(
                 failures += 1;
                 let delay = backoff(failures);
                 from = p.rewind().await?;
-                warn!(error = %e, retry_in = ?delay, resume = %from, "transient error: reconnecting from the last checkpoint");
+                warn!(error = %e, kind = %e.kind(), retry_in = ?delay, resume = %from, "transient error: reconnecting from the last checkpoint");
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = shutdown.changed() => return Ok(p.summary),
@@ -686,6 +710,7 @@ impl Pipeline<'_> {
                     )));
                 }
                 _ = tick.tick() => {
+                    self.metrics.progress();
                     if let Some(since) = stopping {
                         if since.elapsed() > self.config.shutdown_timeout {
                             return Err(Error::ShutdownTimeout(self.position().to_string()));
@@ -730,7 +755,10 @@ impl Pipeline<'_> {
                     continue;
                 }
             };
-            self.streamed = true;
+            if !self.streamed {
+                self.streamed = true;
+                self.metrics.set_connected(true);
+            }
             let boundary = self.handle(&event, &mut saw_fde).await?;
             if boundary {
                 if stopping.is_some() {
@@ -776,7 +804,7 @@ impl Pipeline<'_> {
                 .delete(&crate::commit::stored_path(&path))
                 .await
             {
-                warn!(%path, error = %e, "could not delete an uncommitted file; the next start removes it");
+                warn!(%path, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not delete an uncommitted file; the next start removes it");
             }
         }
         self.xa_active = false;
@@ -792,7 +820,7 @@ impl Pipeline<'_> {
         self.rewound = true;
         let committed_seq = self.committed.as_ref().map(|m| m.seq).unwrap_or(0);
         if let Err(e) = self.tracker.rollback(committed_seq) {
-            warn!(error = %e, "could not roll back the schema history; the next start does");
+            warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not roll back the schema history; the next start does");
         }
         self.cursor = match &self.committed {
             Some(m) => m.cursor.clone(),
@@ -815,6 +843,7 @@ impl Pipeline<'_> {
         self.tx_ddl = false;
         self.tx_sql = None;
         self.stats.zero_dates = 0;
+        self.file_ops.clear();
         self.read_to = self.position();
         if let Some(run) = self.snapshot.as_mut() {
             run.restart(self.committed.as_ref().and_then(|m| m.snapshot.clone()));
@@ -877,6 +906,21 @@ impl Pipeline<'_> {
             self.place_chunks(&here).await?;
         }
         let boundary = self.handle_event(event, start, end, saw_fde).await?;
+        if real {
+            self.read_ts = header.timestamp();
+            if self.idle {
+                self.idle = false;
+                self.metrics.set_idle(false);
+            }
+        } else if ty == et::HEARTBEAT || ty == et::HEARTBEAT_V2 {
+            // The server has sent everything it has: the lag is nil once
+            // everything read is committed.
+            let idle = !self.in_tx && !self.dirty();
+            if idle != self.idle {
+                self.idle = idle;
+                self.metrics.set_idle(idle);
+            }
+        }
         if real {
             if ty == et::ROTATE || self.read_to.file != self.file {
                 // A new file; a stream resumed inside it (by GTID) reads
@@ -1429,6 +1473,9 @@ impl Pipeline<'_> {
             )
         };
         self.file_seqs.insert(path.to_string(), seq_range(&batch));
+        if !held {
+            self.file_ops.insert(path.to_string(), op_counts(&batch));
+        }
         let store = Arc::clone(&self.lake.store);
         let threshold = self.config.sink.multipart_threshold;
         let task = tokio::spawn(async move {
@@ -1447,6 +1494,10 @@ impl Pipeline<'_> {
             })
         });
         self.in_flight.push_back(Flush { task, bytes, held });
+        // Sampled per written buffer, not per event: the moments of most memory.
+        let open: usize = self.buffers.values().map(|b| b.approx_bytes()).sum();
+        self.metrics
+            .set_buffer_bytes(open + self.in_flight.iter().map(|f| f.bytes).sum::<usize>());
         Ok(())
     }
 
@@ -1658,6 +1709,7 @@ impl Pipeline<'_> {
         );
         self.file_counter += 1;
         self.file_seqs.insert(path.to_string(), seq_range(&batch));
+        self.file_ops.insert(path.to_string(), op_counts(&batch));
         let encoded = sink::encode_parquet(&batch)?;
         let size = sink::put_file(
             self.lake.store.as_ref(),
@@ -1687,7 +1739,9 @@ impl Pipeline<'_> {
                 )
             }
             Ok(_) => {}
-            Err(e) => warn!(error = %e, "could not remove uncommitted files; the next start does"),
+            Err(e) => {
+                warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not remove uncommitted files; the next start does")
+            }
         }
         if let Err(e) = self
             .tracker
@@ -1695,13 +1749,14 @@ impl Pipeline<'_> {
             .remove_orphan_objects(self.lake.store.as_ref(), m.seq)
             .await
         {
-            warn!(error = %e, "could not remove uncommitted schema objects; the next start does");
+            warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not remove uncommitted schema objects; the next start does");
         }
     }
 
     /// Flushes every buffer and commits a manifest at the current cursor.
     /// Only called at a transaction boundary.
     async fn checkpoint(&mut self) -> Result<()> {
+        let started = Instant::now();
         // Whole snapshot chunks only: wait for rows of chunks already placed.
         self.await_reserved_chunks().await?;
         self.flush_snapshot_buffers(true).await?;
@@ -1800,7 +1855,7 @@ impl Pipeline<'_> {
                     .chain(schema_objects);
                 for path in paths {
                     if let Err(del) = self.lake.store.delete(&path).await {
-                        warn!(%path, error = %del, "could not delete an uncommitted file");
+                        warn!(%path, kind = %crate::error::HasKind::error_kind(&del), error = %del, "could not delete an uncommitted file");
                     }
                 }
             }
@@ -1813,11 +1868,19 @@ impl Pipeline<'_> {
         }
         self.summary.manifests += 1;
         if let Err(e) = self.tracker.committed() {
-            warn!(error = %e, "could not forget the applied `schema resync` shapes; they match no later position");
+            warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not forget the applied `schema resync` shapes; they match no later position");
         }
         self.summary.rows += manifest.files.iter().map(|f| f.rows).sum::<u64>();
         // Zero dates are counted once their rows are committed.
-        self.summary.zero_dates += std::mem::take(&mut self.stats.zero_dates);
+        let zero_dates = std::mem::take(&mut self.stats.zero_dates);
+        self.summary.zero_dates += zero_dates;
+        self.metrics.checkpoint_committed(
+            &manifest,
+            &mut self.file_ops,
+            self.read_ts,
+            started.elapsed(),
+            zero_dates,
+        );
         self.requests_committed(&manifest).await;
         self.committed = Some(manifest);
         self.file_counter = 0;
@@ -1826,10 +1889,11 @@ impl Pipeline<'_> {
         for path in std::mem::take(&mut self.xa_done) {
             let path = crate::commit::stored_path(&path);
             if let Err(e) = self.lake.store.delete(&path).await {
-                warn!(%path, error = %e, "could not delete a held file of a resolved XA transaction; the next start removes it");
+                warn!(%path, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not delete a held file of a resolved XA transaction; the next start removes it");
             }
         }
         self.last_checkpoint = Instant::now();
+        self.metrics.set_buffer_bytes(0);
         self.commit_tables().await;
         Ok(())
     }
@@ -1873,7 +1937,8 @@ impl Pipeline<'_> {
                 "Delta logs follow the manifest"
             ),
             Err(e) => {
-                warn!(seq = m.seq, error = %e, "could not make the Delta commits of this manifest; the next checkpoint or start makes them");
+                self.metrics.error(&e);
+                warn!(seq = m.seq, error = %e, kind = %e.kind(), "could not make the Delta commits of this manifest; the next checkpoint or start makes them");
                 self.tables.behind = true;
             }
         }

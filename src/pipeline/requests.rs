@@ -193,7 +193,7 @@ impl Pipeline<'_> {
         let listed = match request::list(self.lake.store.as_ref()).await {
             Ok(listed) => listed,
             Err(e) => {
-                warn!(error = %e, "could not list snapshot requests; trying again in [flush] interval");
+                warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not list snapshot requests; trying again in [flush] interval");
                 return Ok(());
             }
         };
@@ -211,7 +211,7 @@ impl Pipeline<'_> {
             if committed.contains(&id) {
                 // Adopted by a committed manifest; its delete did not happen.
                 if let Err(e) = request::delete(self.lake.store.as_ref(), &id).await {
-                    warn!(request = %id, error = %e, "could not delete an adopted snapshot request; trying again after the next commit");
+                    warn!(request = %id, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not delete an adopted snapshot request; trying again after the next commit");
                     self.requests.carried.insert(id);
                 }
                 continue;
@@ -269,7 +269,7 @@ impl Pipeline<'_> {
                 // under the watermark method): the request cannot be
                 // honoured for it, the stream goes on.
                 Err(e @ Error::Snapshot { .. }) => {
-                    warn!(request = %id, %table, error = %e, "the table cannot be snapshotted: skipped");
+                    warn!(request = %id, %table, kind = %crate::error::HasKind::error_kind(&e), error = %e, "the table cannot be snapshotted: skipped");
                     continue;
                 }
                 // The server is unreachable or failing: retried from the
@@ -407,7 +407,7 @@ impl Pipeline<'_> {
                     self.requests.carried.remove(id);
                 }
                 Err(e) => {
-                    warn!(request = %id, error = %e, "could not delete an adopted snapshot request; trying again after the next commit");
+                    warn!(request = %id, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not delete an adopted snapshot request; trying again after the next commit");
                     self.requests.carried.insert(id.clone());
                 }
             }

@@ -215,7 +215,7 @@ pub async fn put_file(
     };
     if let Err(e) = done {
         if let Err(abort) = upload.abort().await {
-            tracing::warn!(%path, error = %abort, "could not abort a failed multipart upload");
+            tracing::warn!(%path, kind = %crate::error::HasKind::error_kind(&abort), error = %abort, "could not abort a failed multipart upload");
         }
         return Err(e.into());
     }

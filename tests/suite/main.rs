@@ -24,6 +24,7 @@ mod exactly_once;
 mod fencing;
 mod gtid;
 mod harness;
+mod http;
 mod mysql8_binlog;
 mod resilience;
 mod schema_history;
