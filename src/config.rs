@@ -20,7 +20,18 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub flush: FlushPolicy,
     pub snapshot: SnapshotConfig,
+    pub current: CurrentConfig,
     pub shutdown_timeout: Duration,
+}
+
+/// `[current]`: the current-state tables (DESIGN.md "Current-state tables").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentConfig {
+    pub enabled: bool,
+    /// How often the changelog is folded into them.
+    pub refresh: Duration,
+    /// The size a current table's files are kept near.
+    pub target_file_bytes: usize,
 }
 
 /// `[snapshot]`: the initial snapshot of a new lake.
@@ -234,6 +245,16 @@ struct RawConfig {
     flush: RawFlush,
     #[serde(default)]
     snapshot: RawSnapshot,
+    #[serde(default)]
+    current: RawCurrent,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCurrent {
+    enabled: Option<bool>,
+    refresh: Option<String>,
+    target_file_size: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -335,9 +356,25 @@ impl Config {
                 .unwrap_or_else(|| PathBuf::from("./sluice-state")),
             flush,
             snapshot: parse_snapshot(raw.snapshot)?,
+            current: parse_current(raw.current)?,
             shutdown_timeout: opt_duration(raw.shutdown_timeout, "shutdown_timeout", 30)?,
         })
     }
+}
+
+fn parse_current(raw: RawCurrent) -> std::result::Result<CurrentConfig, String> {
+    let target_file_bytes = match raw.target_file_size {
+        Some(s) => parse_size(&s).map_err(|e| format!("current.target_file_size: {e}"))?,
+        None => crate::table::current::DEFAULT_TARGET_FILE_BYTES as usize,
+    };
+    if target_file_bytes < 1024 {
+        return Err("current.target_file_size: must be at least 1KiB".into());
+    }
+    Ok(CurrentConfig {
+        enabled: raw.enabled.unwrap_or(true),
+        refresh: opt_duration(raw.refresh, "current.refresh", 60)?,
+        target_file_bytes,
+    })
 }
 
 fn parse_snapshot(raw: RawSnapshot) -> std::result::Result<SnapshotConfig, String> {
@@ -1088,6 +1125,41 @@ url = "/tmp/lake"
         ] {
             let e = snap(body).unwrap_err();
             assert!(e.starts_with(key), "{body}: {e}");
+        }
+    }
+
+    #[test]
+    fn current_keys_have_defaults_and_errors_name_them() {
+        let c = Config::parse(MINIMAL).unwrap();
+        assert_eq!(
+            c.current,
+            CurrentConfig {
+                enabled: true,
+                refresh: Duration::from_secs(60),
+                target_file_bytes: 128 << 20,
+            }
+        );
+        let cur = |body: &str| Config::parse(&format!("{MINIMAL}[current]\n{body}\n"));
+        let c = cur("enabled = false\nrefresh = \"5s\"\ntarget_file_size = \"64KiB\"").unwrap();
+        assert_eq!(
+            c.current,
+            CurrentConfig {
+                enabled: false,
+                refresh: Duration::from_secs(5),
+                target_file_bytes: 64 << 10,
+            }
+        );
+        for (body, key) in [
+            ("refresh = \"soon\"", "current.refresh: "),
+            ("refresh = \"0s\"", "current.refresh: "),
+            ("target_file_size = \"12\"", "current.target_file_size: "),
+            ("target_file_size = \"lots\"", "current.target_file_size: "),
+            ("enabled = \"yes\"", "current.enabled"),
+            ("refrsh = \"1m\"", "refrsh"),
+        ] {
+            let e = cur(body).unwrap_err();
+            assert!(e.contains(key), "{body}: {e}");
+            assert!(!e.contains('\n'), "{e}");
         }
     }
 

@@ -3,6 +3,7 @@
 //! boundary may become a checkpoint. [`xa`] holds the rows of prepared XA
 //! transactions until their outcome.
 
+mod current;
 mod requests;
 mod snapshot;
 pub mod xa;
@@ -138,6 +139,8 @@ struct Pipeline<'a> {
     /// Snapshots adopted after the start: a widened filter's tables and
     /// `sluice snapshot` requests.
     requests: requests::RequestState,
+    /// Folds of the changelog into the current-state tables.
+    current: current::CurrentFolds,
 }
 
 pub async fn run(
@@ -346,6 +349,7 @@ pub async fn run(
         snapshot,
         read_to,
         requests: Default::default(),
+        current: current::CurrentFolds::new(&config.current),
     };
     p.start_snapshot_work(widened).await?;
 
@@ -356,6 +360,7 @@ pub async fn run(
         && (opts.until_caught_up || config.source.binlog_dir.is_some())
     {
         info!(head = %head, "nothing to do: already at the binlog head");
+        p.finish_current().await;
         return Ok(p.summary);
     }
     let stop_at = opts.until_caught_up.then_some(head);
@@ -382,6 +387,7 @@ pub async fn run(
             Err(e) => return Err(e),
         }
     }
+    p.finish_current().await;
     Ok(p.summary)
 }
 
@@ -1827,7 +1833,24 @@ impl Pipeline<'_> {
         }
         self.last_checkpoint = Instant::now();
         self.commit_tables().await;
+        self.current.after_commit(
+            &self.lake.store,
+            self.committed.as_ref(),
+            self.tracker.history(),
+        );
         Ok(())
+    }
+
+    /// The last fold of the current tables: at shutdown and at the end of
+    /// `--until-caught-up`.
+    async fn finish_current(&mut self) {
+        self.current.wait().await;
+        let job = self
+            .current
+            .last_job(self.committed.as_ref(), self.tracker.history());
+        if let Some(job) = job {
+            current::fold_now(self.lake.store.clone(), job).await;
+        }
     }
 
     /// The Delta commits of the manifest just committed. A failure does not

@@ -23,7 +23,7 @@ const READERS: [&str; 5] = [
 ];
 
 /// Installs the readers with pip unless they import already.
-fn ensure_readers() {
+pub(crate) fn ensure_readers() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let present = Command::new("python3")
@@ -52,15 +52,15 @@ fn ensure_readers() {
 }
 
 /// What tests/delta_read.py saw of one table.
-struct Read {
-    latest_version: u64,
-    files: Vec<String>,
-    schema: Vec<String>,
-    protocol: (u64, u64),
-    rows: BTreeMap<String, Vec<Vec<Option<String>>>>,
+pub(crate) struct Read {
+    pub latest_version: u64,
+    pub files: Vec<String>,
+    pub schema: Vec<String>,
+    pub protocol: (u64, u64),
+    pub rows: BTreeMap<String, Vec<Vec<Option<String>>>>,
 }
 
-fn read_delta(
+pub(crate) fn read_delta(
     uri: &str,
     columns: &[&str],
     version: Option<u64>,
@@ -175,7 +175,7 @@ fn folder(lake: &Lake, table: &str) -> PathBuf {
 }
 
 /// The commits of a local table's log: (version, its actions).
-fn delta_commits(table_dir: &Path) -> Vec<(u64, Vec<Value>)> {
+pub(crate) fn delta_commits(table_dir: &Path) -> Vec<(u64, Vec<Value>)> {
     let dir = table_dir.join("_delta_log");
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir)

@@ -1,0 +1,144 @@
+//! Folding the changelog into the current-state tables beside the stream
+//! (DESIGN.md "Current-state tables"): after a checkpoint commits, a fold up
+//! to that manifest starts as a task of its own when `[current] refresh` has
+//! passed since the last one began and none is running. The stream never
+//! waits for it; its CPU work (Parquet decoding, merging, encoding) runs on
+//! the blocking pool one file at a time. At shutdown and at the end of
+//! `--until-caught-up` the running fold is awaited and a last one folds up
+//! to the final manifest.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use object_store::ObjectStore;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::commit::Manifest;
+use crate::config::CurrentConfig;
+use crate::error::Result;
+use crate::schema::history::SchemaHistory;
+use crate::table::current::{fold, FoldJob, FoldReport, FoldTable};
+
+pub struct CurrentFolds {
+    config: CurrentConfig,
+    started: Option<Instant>,
+    running: Option<JoinHandle<Result<(FoldReport, u128)>>>,
+}
+
+impl CurrentFolds {
+    pub fn new(config: &CurrentConfig) -> Self {
+        CurrentFolds {
+            config: config.clone(),
+            started: None,
+            running: None,
+        }
+    }
+
+    /// The job of a fold up to `m`: every table of the history, read from
+    /// SQLite now (the history is not `Sync`).
+    fn job(&self, m: &Manifest, history: &SchemaHistory) -> Result<FoldJob> {
+        let mut tables = Vec::new();
+        for v in history.latest_all()? {
+            let (db, table) = (v.schema.database, v.schema.name);
+            let versions = history.versions(&db, &table)?;
+            tables.push(FoldTable {
+                db,
+                table,
+                versions,
+            });
+        }
+        Ok(FoldJob {
+            target: m.clone(),
+            tables,
+            target_file_bytes: self.config.target_file_bytes as u64,
+        })
+    }
+
+    /// Called after each committed checkpoint.
+    pub fn after_commit(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        m: Option<&Manifest>,
+        history: &SchemaHistory,
+    ) {
+        let Some(m) = m else { return };
+        if !self.config.enabled {
+            return;
+        }
+        if let Some(task) = &self.running {
+            if !task.is_finished() {
+                return;
+            }
+        }
+        if let Some(task) = self.running.take() {
+            // Finished: collect its outcome without waiting.
+            log_outcome(futures::FutureExt::now_or_never(task));
+        }
+        if self
+            .started
+            .is_some_and(|s| s.elapsed() < self.config.refresh)
+        {
+            return;
+        }
+        match self.job(m, history) {
+            Ok(job) => {
+                self.started = Some(Instant::now());
+                self.running = Some(tokio::spawn(timed_fold(store.clone(), job)));
+            }
+            Err(e) => warn!(error = %e, "could not plan a fold of the current tables"),
+        }
+    }
+
+    /// Waits for the running fold.
+    pub async fn wait(&mut self) {
+        if let Some(task) = self.running.take() {
+            log_outcome(Some(task.await));
+        }
+    }
+
+    /// The job of a last fold up to `m`, if folds are on.
+    pub fn last_job(&self, m: Option<&Manifest>, history: &SchemaHistory) -> Option<FoldJob> {
+        let m = m?;
+        if !self.config.enabled {
+            return None;
+        }
+        self.job(m, history)
+            .map_err(|e| warn!(error = %e, "could not plan a fold of the current tables"))
+            .ok()
+    }
+}
+
+/// Runs a fold to its end (shutdown, end of `--until-caught-up`).
+pub async fn fold_now(store: Arc<dyn ObjectStore>, job: FoldJob) {
+    log_outcome(Some(Ok(timed_fold(store, job).await)));
+}
+
+async fn timed_fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<(FoldReport, u128)> {
+    let started = Instant::now();
+    let report = fold(store, job).await?;
+    Ok((report, started.elapsed().as_millis()))
+}
+
+type Outcome = std::result::Result<Result<(FoldReport, u128)>, tokio::task::JoinError>;
+
+fn log_outcome(done: Option<Outcome>) {
+    match done {
+        None => {}
+        Some(Ok(Ok((r, ms)))) if r.commits > 0 => info!(
+            ms,
+            commits = r.commits,
+            changed_rows = r.changed_rows,
+            files_added = r.files_added,
+            files_removed = r.files_removed,
+            bytes_added = r.bytes_added,
+            bytes_removed = r.bytes_removed,
+            "current tables folded"
+        ),
+        Some(Ok(Ok(_))) => {}
+        Some(Ok(Err(e))) => {
+            warn!(error = %e, "current table fold failed; the previous versions stay, the next fold redoes it")
+        }
+        Some(Err(e)) => warn!(error = %e, "current table fold task failed"),
+    }
+}
