@@ -255,7 +255,7 @@ fn a_fold_of_recent_changes_rewrites_a_small_part_of_a_large_table() {
     // Small files, so the table spans many.
     sluice.extra = "[current]\nrefresh = \"1s\"\ntarget_file_size = \"64KiB\"\n".into();
     db.sql(&format!(
-        "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM seq_1_to_{ROWS};"
+        "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{ROWS};"
     ));
     sluice.run_until_caught_up_ok();
     let dir = current_dir(lake.path(), &db, "big");
@@ -284,7 +284,7 @@ fn a_fold_of_recent_changes_rewrites_a_small_part_of_a_large_table() {
     let one_percent = ROWS / 100;
     db.sql(&format!(
         "UPDATE shop.big SET v = -v WHERE id > {};
-         INSERT INTO shop.big (v, pad) SELECT seq, 'new' FROM seq_1_to_{one_percent};",
+         INSERT INTO shop.big (v, pad) SELECT seq, 'new' FROM shop.seq_1_to_{one_percent};",
         ROWS - one_percent / 2
     ));
     sluice.run_until_caught_up_ok();

@@ -160,7 +160,7 @@ impl Output<'_> {
             )?;
             let stats = super::super::stats::stats(meta.metadata());
             let name = format!(
-                "part-{:020}-{:05}-{}.parquet",
+                "current-{:020}-{:05}-{}.parquet",
                 self.ctx.s1,
                 self.n,
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
@@ -251,7 +251,7 @@ pub(super) async fn fold_table(
         Some((src_dir, src)) => {
             let mut files = BTreeMap::new();
             for (i, (path, add)) in src.files.iter().enumerate() {
-                let name = format!("part-{:020}-{:05}-renamed.parquet", ctx.s1, i);
+                let name = format!("current-{:020}-{:05}-renamed.parquet", ctx.s1, i);
                 let to = dir.clone().join(name.as_str());
                 ctx.store
                     .copy(&src_dir.clone().join(path.as_str()), &to)

@@ -384,9 +384,9 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// The seq in a current table file's name `part-<seq>-<n>-<id>.parquet`.
+/// The seq in a current table file's name `current-<seq>-<n>-<id>.parquet` (not `part-`: the changelog's clean-up would take them for its own).
 fn file_seq(name: &str) -> Option<u64> {
-    let rest = name.strip_prefix("part-")?;
+    let rest = name.strip_prefix("current-")?;
     rest.get(..20)?.parse().ok()
 }
 
@@ -420,7 +420,7 @@ mod tests {
         assert_eq!(unhex("0"), None);
         assert_eq!(unhex("zz"), None);
         assert_eq!(
-            file_seq("part-00000000000000000042-00001-abc.parquet"),
+            file_seq("current-00000000000000000042-00001-abc.parquet"),
             Some(42)
         );
         assert_eq!(file_seq("other.parquet"), None);
