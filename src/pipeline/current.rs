@@ -23,6 +23,9 @@ use crate::table::current::{fold, FoldJob, FoldReport, FoldTable};
 pub struct CurrentFolds {
     config: CurrentConfig,
     started: Option<Instant>,
+    /// A committed manifest is not folded yet (a fold was running, or
+    /// `refresh` had not passed): the stream's tick starts it later.
+    behind: bool,
     running: Option<JoinHandle<Result<(FoldReport, u128)>>>,
 }
 
@@ -31,6 +34,7 @@ impl CurrentFolds {
         CurrentFolds {
             config: config.clone(),
             started: None,
+            behind: false,
             running: None,
         }
     }
@@ -66,6 +70,7 @@ impl CurrentFolds {
         if !self.config.enabled {
             return;
         }
+        self.behind = true;
         if let Some(task) = &self.running {
             if !task.is_finished() {
                 return;
@@ -83,11 +88,18 @@ impl CurrentFolds {
         }
         match self.job(m, history) {
             Ok(job) => {
+                self.behind = false;
                 self.started = Some(Instant::now());
                 self.running = Some(tokio::spawn(timed_fold(store.clone(), job)));
             }
             Err(e) => warn!(error = %e, "could not plan a fold of the current tables"),
         }
+    }
+
+    /// A committed manifest waits for a fold: call [`Self::after_commit`]
+    /// again when the stream is idle.
+    pub fn behind(&self) -> bool {
+        self.behind
     }
 
     /// Waits for the running fold.

@@ -706,6 +706,9 @@ impl Pipeline<'_> {
                         self.checkpoint().await?;
                         waiting_since = Instant::now();
                     }
+                    if self.current.behind() {
+                        self.current.after_commit(&self.lake.store, self.committed.as_ref(), self.tracker.history());
+                    }
                     if let Some(head) = &stop_at {
                         if !self.in_tx && self.position() >= *head && self.snapshot_done() {
                             self.checkpoint().await?;

@@ -323,3 +323,93 @@ fn a_fold_of_recent_changes_rewrites_a_small_part_of_a_large_table() {
     assert_eq!(got.len() as u64, ROWS + one_percent);
     assert_same_table("shop.big", &source_rows(&db, "big", &cols), &got);
 }
+
+/// The sum of `key=N` over the "current tables folded" log lines of a run.
+fn fold_figures(stderr: &[u8], key: &str) -> u64 {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .filter(|l| l.contains("current tables folded"))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{key}=")))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// Fold cost per changed row and per table size (BENCHMARKS.md, "Current-state
+/// tables"). Not a test: `benches/current.sh` runs it.
+/// BENCH_ROWS: comma-separated table sizes; BENCH_FILE_SIZE: target_file_size.
+#[test]
+#[ignore]
+fn bench_fold_cost() {
+    let sizes: Vec<u64> = std::env::var("BENCH_ROWS")
+        .unwrap_or_else(|_| "200000,800000".into())
+        .split(',')
+        .map(|s| s.trim().parse().expect("BENCH_ROWS: numbers"))
+        .collect();
+    let file_size = std::env::var("BENCH_FILE_SIZE").unwrap_or_else(|_| "4MiB".into());
+    println!("| rows | fold | changed rows | ms | ms per 1000 changed | bytes removed | bytes added | table bytes |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for rows in sizes {
+        let db = MariaDb::start();
+        db.sql(
+            "CREATE DATABASE shop;
+             CREATE TABLE shop.big (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(40));",
+        );
+        let lake = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut sluice = Sluice::new(&db, lake.path(), state.path());
+        sluice.timeout = std::time::Duration::from_secs(1800);
+        sluice.extra = format!("[current]\nrefresh = \"1h\"\ntarget_file_size = \"{file_size}\"\n");
+        db.sql(&format!(
+            "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{rows};"
+        ));
+        let one = rows / 100;
+        let steps = [
+            ("build", String::new()),
+            (
+                "1 % recent",
+                format!(
+                    "UPDATE shop.big SET v = -v WHERE id > (SELECT MAX(id) FROM (SELECT id FROM shop.big) x) - {};
+                     INSERT INTO shop.big (v, pad) SELECT seq, 'new' FROM shop.seq_1_to_{};",
+                    one / 2,
+                    one / 2
+                ),
+            ),
+            ("1 % random", "UPDATE shop.big SET v = v + 1 WHERE id % 100 = 7;".to_string()),
+        ];
+        for (name, sql) in steps {
+            if !sql.is_empty() {
+                db.sql(&sql);
+            }
+            let out = sluice.run_until_caught_up_ok();
+            let dir = current_dir(lake.path(), &db, "big");
+            let live: u64 = {
+                let mut live: BTreeMap<String, u64> = BTreeMap::new();
+                for (_, actions) in delta_commits(&dir) {
+                    for a in actions {
+                        if let Some(add) = a.get("add") {
+                            live.insert(
+                                add["path"].as_str().unwrap().into(),
+                                add["size"].as_u64().unwrap(),
+                            );
+                        }
+                        if let Some(rm) = a.get("remove") {
+                            live.remove(rm["path"].as_str().unwrap());
+                        }
+                    }
+                }
+                live.values().sum()
+            };
+            let ms = fold_figures(&out.stderr, "ms");
+            let changed = fold_figures(&out.stderr, "changed_rows");
+            println!(
+                "| {rows} | {name} | {changed} | {ms} | {:.1} | {} | {} | {live} |",
+                ms as f64 * 1000.0 / changed.max(1) as f64,
+                fold_figures(&out.stderr, "bytes_removed"),
+                fold_figures(&out.stderr, "bytes_added"),
+            );
+        }
+    }
+}

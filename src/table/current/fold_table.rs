@@ -331,7 +331,7 @@ pub(super) async fn fold_table(
             // Every row of the table joins the changes (under keys that no
             // change names): memory holds the whole table, only after a
             // change of the primary key.
-            for (path, _) in &base_files {
+            for path in base_files.keys() {
                 let batch = read_own(ctx, &dir, path, reshape.as_deref(), &schema).await?;
                 let krows = key_rows(conv, &batch, key_idx)?;
                 let b = changes.batches.len();
