@@ -110,7 +110,8 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
          CREATE TABLE shop.tr (id INT PRIMARY KEY, v VARCHAR(10));
          CREATE TABLE shop.d (id INT PRIMARY KEY, v INT);
          CREATE TABLE shop.r (id INT PRIMARY KEY, v VARCHAR(10));
-         CREATE TABLE shop.nokey (a INT, b INT);",
+         CREATE TABLE shop.nokey (a INT, b INT);
+         CREATE TABLE shop.k (id INT PRIMARY KEY, g INT NOT NULL, v VARCHAR(10));",
     );
     let lake = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -126,7 +127,8 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
          INSERT INTO shop.tr VALUES (1, 'a'), (2, 'b');
          INSERT INTO shop.d VALUES (1, 1);
          INSERT INTO shop.r VALUES (1, 'x'), (2, 'y');
-         INSERT INTO shop.nokey VALUES (1, 1), (1, 1);",
+         INSERT INTO shop.nokey VALUES (1, 1), (1, 1);
+         INSERT INTO shop.k VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c');",
     );
     sluice.run_until_caught_up_ok();
     let t_dir = current_dir(lake.path(), &db, "t");
@@ -154,7 +156,10 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
          DROP TABLE shop.d;
          RENAME TABLE shop.r TO shop.r2;
          UPDATE shop.r2 SET v = 'y2' WHERE id = 2;
-         INSERT INTO shop.r2 VALUES (3, 'z');",
+         INSERT INTO shop.r2 VALUES (3, 'z');
+         ALTER TABLE shop.k DROP PRIMARY KEY, ADD PRIMARY KEY (g, id);
+         UPDATE shop.k SET v = 'b2' WHERE id = 2;
+         INSERT INTO shop.k VALUES (4, 5, 'd');",
     );
     // A kill in the middle of a fold: files written, no commit.
     sluice.env = vec![("SLUICE_TEST_ABORT_IN_FOLD".into(), "1".into())];
@@ -192,6 +197,13 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
         "shop.tr after TRUNCATE",
         &source_rows(&db, "tr", &["id", "v"]),
         &current_rows(&tr, &["id", "v"], None),
+    );
+    // A changed primary key: the table is rebuilt in the new key order.
+    let k = current_dir(lake.path(), &db, "k");
+    assert_same_table(
+        "shop.k after a new primary key",
+        &source_rows(&db, "k", &["id", "g", "v"]),
+        &current_rows(&k, &["id", "g", "v"], None),
     );
     let r2 = current_dir(lake.path(), &db, "r2");
     assert_same_table(
@@ -239,6 +251,16 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
         folded_seqs(&t_dir).last().unwrap().1
     );
     assert!(t_status["seq"].as_u64().unwrap() <= newest);
+    let text = sluice.run_args(&["status"], &[]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("shop.t ") && l.contains(" seq "))
+        .unwrap_or_else(|| panic!("no current-table line for shop.t:\n{text}"));
+    assert!(
+        line.contains(&format!("seq {}", t_status["seq"])) && line.ends_with("current"),
+        "{line}"
+    );
 }
 
 #[test]
