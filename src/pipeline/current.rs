@@ -123,7 +123,8 @@ impl CurrentFolds {
 
 /// Runs a fold to its end (shutdown, end of `--until-caught-up`).
 pub async fn fold_now(store: Arc<dyn ObjectStore>, job: FoldJob) {
-    log_outcome(Some(Ok(timed_fold(store, job).await)));
+    // A task of its own, so that a bug in a fold cannot take the run down.
+    log_outcome(Some(tokio::spawn(timed_fold(store, job)).await));
 }
 
 async fn timed_fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<(FoldReport, u128)> {

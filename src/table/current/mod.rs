@@ -426,4 +426,29 @@ mod tests {
         assert_eq!(file_seq("other.parquet"), None);
         assert_eq!(current_dir("a/b", "t").as_ref(), "_current/a%2Fb/t");
     }
+
+    /// A file's key range lives in its `add` tags: a Delta checkpoint must
+    /// keep them, or the next fold would rebuild the whole table.
+    #[tokio::test]
+    async fn key_ranges_survive_a_delta_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::sink::open_local(dir.path()).unwrap();
+        let table = current_dir("db", "t");
+        let add = json!({"add": {"path": "current-1.parquet", "partitionValues": {}, "size": 10,
+            "modificationTime": 1, "dataChange": true, "stats": "{\"numRecords\":1}",
+            "tags": {TAG_FIRST: "0a", TAG_LAST: "ff01"}}});
+        let txn = json!({"txn": {"appId": APP_ID, "version": 7, "lastUpdated": 1}});
+        log::put_commit(store.as_ref(), &table, 0, &[txn, add])
+            .await
+            .unwrap();
+        let state = log::load(store.as_ref(), &table, true).await.unwrap();
+        log::write_checkpoint(store.as_ref(), &table, &state, 0)
+            .await
+            .unwrap();
+        let again = log::load(store.as_ref(), &table, true).await.unwrap();
+        let tags = &again.files["current-1.parquet"]["tags"];
+        assert_eq!(tags[TAG_FIRST], "0a");
+        assert_eq!(tags[TAG_LAST], "ff01");
+        assert_eq!(folded_seq(&again), 7);
+    }
 }

@@ -16,7 +16,8 @@ pub struct CurrentStatus {
     pub seq: u64,
     /// The latest Delta version.
     pub version: u64,
-    /// Manifests after `seq` that hold changes of the table (0: current).
+    /// The newest manifest seq with changes of the table minus `seq`
+    /// (0: current).
     pub lag_manifests: u64,
     /// Seconds since the oldest change not folded yet was committed (0: current).
     pub lag_seconds: i64,
