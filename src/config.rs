@@ -20,6 +20,7 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub flush: FlushPolicy,
     pub snapshot: SnapshotConfig,
+    pub current: CurrentConfig,
     pub shutdown_timeout: Duration,
     pub http: HttpConfig,
 }
@@ -33,6 +34,16 @@ pub struct HttpConfig {
     pub ready_max_lag: Duration,
     /// `/healthz` fails when the event loop has made no progress for this long.
     pub stall_timeout: Duration,
+}
+
+/// `[current]`: the current-state tables (DESIGN.md "Current-state tables").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentConfig {
+    pub enabled: bool,
+    /// How often the changelog is folded into them.
+    pub refresh: Duration,
+    /// The size a current table's files are kept near.
+    pub target_file_bytes: usize,
 }
 
 /// `[snapshot]`: the initial snapshot of a new lake.
@@ -303,6 +314,8 @@ struct RawConfig {
     snapshot: RawSnapshot,
     #[serde(default)]
     http: RawHttp,
+    #[serde(default)]
+    current: RawCurrent,
 }
 
 #[derive(Deserialize, Default)]
@@ -311,6 +324,14 @@ struct RawHttp {
     listen: Option<String>,
     ready_max_lag: Option<String>,
     stall_timeout: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCurrent {
+    enabled: Option<bool>,
+    refresh: Option<String>,
+    target_file_size: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -416,6 +437,7 @@ impl Config {
                 .unwrap_or_else(|| PathBuf::from("./sluice-state")),
             flush,
             snapshot: parse_snapshot(raw.snapshot)?,
+            current: parse_current(raw.current)?,
             shutdown_timeout: opt_duration(raw.shutdown_timeout, "shutdown_timeout", 30)?,
             http: parse_http(raw.http)?,
         })
@@ -442,6 +464,21 @@ fn parse_http(raw: RawHttp) -> std::result::Result<HttpConfig, String> {
         listen,
         ready_max_lag: opt_duration(raw.ready_max_lag, "http.ready_max_lag", 60)?,
         stall_timeout: opt_duration(raw.stall_timeout, "http.stall_timeout", 300)?,
+    })
+}
+
+fn parse_current(raw: RawCurrent) -> std::result::Result<CurrentConfig, String> {
+    let target_file_bytes = match raw.target_file_size {
+        Some(s) => parse_size(&s).map_err(|e| format!("current.target_file_size: {e}"))?,
+        None => crate::table::current::DEFAULT_TARGET_FILE_BYTES as usize,
+    };
+    if target_file_bytes < 1024 {
+        return Err("current.target_file_size: must be at least 1KiB".into());
+    }
+    Ok(CurrentConfig {
+        enabled: raw.enabled.unwrap_or(true),
+        refresh: opt_duration(raw.refresh, "current.refresh", 60)?,
+        target_file_bytes,
     })
 }
 
@@ -1343,6 +1380,41 @@ url = "/tmp/lake"
         ] {
             let e = snap(body).unwrap_err();
             assert!(e.starts_with(key), "{body}: {e}");
+        }
+    }
+
+    #[test]
+    fn current_keys_have_defaults_and_errors_name_them() {
+        let c = Config::parse(MINIMAL).unwrap();
+        assert_eq!(
+            c.current,
+            CurrentConfig {
+                enabled: true,
+                refresh: Duration::from_secs(60),
+                target_file_bytes: 128 << 20,
+            }
+        );
+        let cur = |body: &str| Config::parse(&format!("{MINIMAL}[current]\n{body}\n"));
+        let c = cur("enabled = false\nrefresh = \"5s\"\ntarget_file_size = \"64KiB\"").unwrap();
+        assert_eq!(
+            c.current,
+            CurrentConfig {
+                enabled: false,
+                refresh: Duration::from_secs(5),
+                target_file_bytes: 64 << 10,
+            }
+        );
+        for (body, key) in [
+            ("refresh = \"soon\"", "current.refresh: "),
+            ("refresh = \"0s\"", "current.refresh: "),
+            ("target_file_size = \"12\"", "current.target_file_size: "),
+            ("target_file_size = \"lots\"", "current.target_file_size: "),
+            ("enabled = \"yes\"", "current.enabled"),
+            ("refrsh = \"1m\"", "refrsh"),
+        ] {
+            let e = cur(body).unwrap_err();
+            assert!(e.contains(key), "{body}: {e}");
+            assert!(!e.contains('\n'), "{e}");
         }
     }
 

@@ -64,6 +64,7 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
     };
     // The Delta version of every table folder that has a log.
     let delta = crate::table::versions(lake.store.as_ref()).await?;
+    let current = crate::table::current::current_status(&lake).await?;
     let now = chrono::Utc::now();
     // Requests in the lake: waiting for the sidecar, or adopted by a
     // committed manifest and about to be deleted.
@@ -96,6 +97,7 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
             "cursor": manifest.as_ref().map(|m| &m.cursor),
             "tables": manifest.as_ref().map(|m| m.totals.clone()).unwrap_or_default(),
             "delta_versions": delta,
+            "current_tables": current,
             "zero_dates": manifest.as_ref().map_or(0, |m| m.zero_dates),
             "server_head": server.as_ref().ok().map(|(h, _)| h),
             "server_error": server.as_ref().err(),
@@ -213,6 +215,20 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         let width = delta.keys().map(|k| k.len()).max().unwrap_or(0);
         for (table, version) in &delta {
             out.push_str(&format!("  {table:<width$}  {version}\n"));
+        }
+    }
+    if !current.is_empty() {
+        out.push_str("current-state tables (manifest seq reflected, lag):\n");
+        let width = current.keys().map(|k| k.len()).max().unwrap_or(0);
+        for (table, c) in &current {
+            let lag = match c.lag_manifests {
+                0 => "current".to_string(),
+                n => format!("{n} manifests behind, {} s", c.lag_seconds),
+            };
+            out.push_str(&format!(
+                "  {table:<width$}  seq {}  version {}  {lag}\n",
+                c.seq, c.version
+            ));
         }
     }
     Ok(out)

@@ -34,17 +34,35 @@ def rows_of(dicts, columns):
     return out
 
 
-def delta_extension():
-    import duckdb_extension_delta
+def extension(name):
+    """The path of a DuckDB extension from its PyPI wheel (duckdb-extension-NAME),
+    which loads offline when its version is duckdb's."""
+    import importlib
 
-    base = os.path.dirname(duckdb_extension_delta.__file__)
     import duckdb
 
-    path = os.path.join(base, "extensions", "v" + duckdb.__version__, "delta.duckdb_extension")
+    module = importlib.import_module("duckdb_extension_" + name)
+    base = os.path.dirname(module.__file__)
+    path = os.path.join(base, "extensions", "v" + duckdb.__version__, name + ".duckdb_extension")
     if not os.path.exists(path):
-        sys.exit(f"no delta extension for duckdb {duckdb.__version__} at {path}: "
-                 "duckdb-extension-delta must have duckdb's version")
+        sys.exit(f"no {name} extension for duckdb {duckdb.__version__} at {path}: "
+                 f"duckdb-extension-{name} must have duckdb's version")
     return path
+
+
+def s3_secret(con, storage):
+    """An S3 secret for DuckDB from the object_store-style options."""
+    con.execute(f"LOAD '{extension('httpfs')}'")
+    endpoint = storage["AWS_ENDPOINT_URL"]
+    secure = endpoint.startswith("https://")
+    host = endpoint.split("://", 1)[1].rstrip("/")
+    con.execute(
+        "CREATE SECRET lake (TYPE s3, KEY_ID ?, SECRET ?, REGION ?, ENDPOINT ?, "
+        "URL_STYLE 'path', USE_SSL ?)".replace("?", "{}").format(
+            *["'" + str(v).replace("'", "''") + "'" for v in (
+                storage["AWS_ACCESS_KEY_ID"], storage["AWS_SECRET_ACCESS_KEY"],
+                storage.get("AWS_REGION", "us-east-1"), host)],
+            "true" if secure else "false"))
 
 
 def main():
@@ -93,7 +111,9 @@ def main():
 
         con = duckdb.connect(config={"autoinstall_known_extensions": False,
                                      "autoload_known_extensions": False})
-        con.execute(f"LOAD '{delta_extension()}'")
+        con.execute(f"LOAD '{extension('delta')}'")
+        if args.uri.startswith("s3://"):
+            s3_secret(con, storage)
         cols = ", ".join('"' + c.replace('"', '""') + '"' for c in present)
         version = "" if args.version is None else f", version := {args.version}"
         uri = args.uri.replace("'", "''")

@@ -3,6 +3,7 @@
 //! boundary may become a checkpoint. [`xa`] holds the rows of prepared XA
 //! transactions until their outcome.
 
+mod current;
 mod requests;
 mod snapshot;
 pub mod xa;
@@ -150,6 +151,8 @@ struct Pipeline<'a> {
     read_ts: u32,
     /// A heartbeat came after the last event with nothing uncommitted.
     idle: bool,
+    /// Folds of the changelog into the current-state tables.
+    current: current::CurrentFolds,
 }
 
 pub async fn run(
@@ -369,6 +372,7 @@ pub async fn run(
         file_ops: HashMap::new(),
         read_ts: 0,
         idle: false,
+        current: current::CurrentFolds::new(&config.current),
     };
     p.metrics.set_committed_position(&p.cursor);
     p.start_snapshot_work(widened).await?;
@@ -381,6 +385,7 @@ pub async fn run(
         && (opts.until_caught_up || config.source.binlog_dir.is_some())
     {
         info!(head = %head, "nothing to do: already at the binlog head");
+        p.finish_current().await;
         return Ok(p.summary);
     }
     let stop_at = opts.until_caught_up.then_some(head);
@@ -410,6 +415,7 @@ pub async fn run(
             Err(e) => return Err(e),
         }
     }
+    p.finish_current().await;
     Ok(p.summary)
 }
 
@@ -729,6 +735,10 @@ impl Pipeline<'_> {
                         self.checkpoint().await?;
                         waiting_since = Instant::now();
                     }
+                    if self.current.behind() {
+                        self.current.after_commit(&self.lake.store, self.committed.as_ref(), self.tracker.history());
+                    }
+                    self.current.publish(&self.metrics);
                     if let Some(head) = &stop_at {
                         if !self.in_tx && self.position() >= *head && self.snapshot_done() {
                             self.checkpoint().await?;
@@ -1895,7 +1905,24 @@ impl Pipeline<'_> {
         self.last_checkpoint = Instant::now();
         self.metrics.set_buffer_bytes(0);
         self.commit_tables().await;
+        self.current.after_commit(
+            &self.lake.store,
+            self.committed.as_ref(),
+            self.tracker.history(),
+        );
         Ok(())
+    }
+
+    /// The last fold of the current tables: at shutdown and at the end of
+    /// `--until-caught-up`.
+    async fn finish_current(&mut self) {
+        self.current.wait().await;
+        let job = self
+            .current
+            .last_job(self.committed.as_ref(), self.tracker.history());
+        if let Some(job) = job {
+            current::fold_now(self.lake.store.clone(), job).await;
+        }
     }
 
     /// The Delta commits of the manifest just committed. A failure does not

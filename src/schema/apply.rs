@@ -101,6 +101,12 @@ impl Altered {
             })
             .ok_or_else(|| format!("no column `{name}`"))
     }
+
+    /// The name each column of the result had before the statement (`None`:
+    /// added by it); a renamed column keeps its data under the new name.
+    pub fn origins(&self) -> &[Option<String>] {
+        &self.origins
+    }
 }
 
 /// Applies ALTER TABLE operations in order, as the server does.

@@ -151,8 +151,10 @@ pub async fn load(store: &dyn ObjectStore, table: &Path, with_files: bool) -> Re
             ));
         }
     }
-    let bodies: Vec<Bytes> = futures::stream::iter(versions.iter().map(|v| async move {
-        let got = store.get(&commit_path(table, *v)).await?;
+    // By value: a closure over `&u64` makes the future not `Send` for any
+    // lifetime, which a spawned fold of the current tables needs.
+    let bodies: Vec<Bytes> = futures::stream::iter(versions.iter().copied().map(|v| async move {
+        let got = store.get(&commit_path(table, v)).await?;
         Ok::<_, Error>(got.bytes().await?)
     }))
     .buffered(16)
@@ -252,6 +254,7 @@ fn checkpoint_schema() -> Schema {
                 f("modificationTime", DataType::Int64),
                 f("dataChange", DataType::Boolean),
                 f("stats", DataType::Utf8),
+                f("tags", string_map()),
             ],
         ),
         nullable_struct(
@@ -334,6 +337,8 @@ pub async fn write_checkpoint(
             "modificationTime": a["modificationTime"],
             "dataChange": false,
             "stats": a.get("stats").cloned().unwrap_or(Value::Null),
+            // Current tables keep each file's key range here.
+            "tags": a.get("tags").cloned().unwrap_or(Value::Null),
         }})
     }));
     let schema = Arc::new(checkpoint_schema());

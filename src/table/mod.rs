@@ -11,6 +11,7 @@
 //! `rand`, several minutes of CI build for a few hundred lines of JSON. All
 //! Delta code lives in this module, so moving to the kernel touches one place.
 
+pub mod current;
 mod log;
 mod rewrite;
 mod schema;

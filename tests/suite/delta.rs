@@ -14,22 +14,23 @@ use serde_json::Value;
 
 /// Pinned reader versions (checked on this machine; DuckDB's extension must
 /// have DuckDB's exact version).
-const READERS: [&str; 5] = [
+const READERS: [&str; 6] = [
     "deltalake==1.6.6",
     "polars==2.1.0",
     "duckdb==1.5.5",
     "duckdb-extension-delta==1.5.5",
+    "duckdb-extension-httpfs==1.5.5",
     "pyarrow",
 ];
 
 /// Installs the readers with pip unless they import already.
-fn ensure_readers() {
+pub(crate) fn ensure_readers() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let present = Command::new("python3")
             .args([
                 "-c",
-                "import deltalake, polars, duckdb, duckdb_extension_delta, pyarrow; \
+                "import deltalake, polars, duckdb, duckdb_extension_delta, duckdb_extension_httpfs, pyarrow; \
                  assert deltalake.__version__ == '1.6.6' and duckdb.__version__ == '1.5.5'",
             ])
             .output()
@@ -52,15 +53,15 @@ fn ensure_readers() {
 }
 
 /// What tests/delta_read.py saw of one table.
-struct Read {
-    latest_version: u64,
-    files: Vec<String>,
-    schema: Vec<String>,
-    protocol: (u64, u64),
-    rows: BTreeMap<String, Vec<Vec<Option<String>>>>,
+pub(crate) struct Read {
+    pub latest_version: u64,
+    pub files: Vec<String>,
+    pub schema: Vec<String>,
+    pub protocol: (u64, u64),
+    pub rows: BTreeMap<String, Vec<Vec<Option<String>>>>,
 }
 
-fn read_delta(
+pub(crate) fn read_delta(
     uri: &str,
     columns: &[&str],
     version: Option<u64>,
@@ -175,7 +176,7 @@ fn folder(lake: &Lake, table: &str) -> PathBuf {
 }
 
 /// The commits of a local table's log: (version, its actions).
-fn delta_commits(table_dir: &Path) -> Vec<(u64, Vec<Value>)> {
+pub(crate) fn delta_commits(table_dir: &Path) -> Vec<(u64, Vec<Value>)> {
     let dir = table_dir.join("_delta_log");
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir)
@@ -740,14 +741,13 @@ fn s3_lakes_have_delta_logs() {
     let rel = folder(&lake, "shop.t");
     let rel = rel.strip_prefix(&lake.root).unwrap().display().to_string();
     let uri = format!("{}/{rel}", test_lake.sink_url());
-    // DuckDB reads the local lakes above; on S3 it was not tried (extensions
-    // other than the delta wheel cannot be installed here).
+    // DuckDB on S3: the delta extension with an S3 secret (the httpfs wheel).
     assert_readers_agree(
         &lake,
         &uri,
         "shop.t",
         &T_COLUMNS[..6],
         &storage,
-        "deltalake,polars",
+        "deltalake,polars,duckdb",
     );
 }

@@ -1,0 +1,212 @@
+//! Folding the changelog into the current-state tables beside the stream
+//! (DESIGN.md "Current-state tables"): after a checkpoint commits, a fold up
+//! to that manifest starts as a task of its own when `[current] refresh` has
+//! passed since the last one began and none is running. The stream never
+//! waits for it; its CPU work (Parquet decoding, merging, encoding) runs on
+//! the blocking pool one file at a time. At shutdown and at the end of
+//! `--until-caught-up` the running fold is awaited and a last one folds up
+//! to the final manifest.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use object_store::ObjectStore;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::commit::Manifest;
+use crate::config::CurrentConfig;
+use crate::error::Result;
+use crate::schema::history::SchemaHistory;
+use crate::table::current::{fold, FoldJob, FoldReport, FoldTable};
+
+pub struct CurrentFolds {
+    config: CurrentConfig,
+    started: Option<Instant>,
+    /// A committed manifest is not folded yet (a fold was running, or
+    /// `refresh` had not passed): the stream's tick starts it later.
+    behind: bool,
+    running: Option<JoinHandle<Result<(FoldReport, u128)>>>,
+    /// When the oldest manifest with rows that no fold has started on
+    /// committed; and the same for the manifests the running fold covers.
+    unfolded_since: Option<Instant>,
+    folding_since: Option<Instant>,
+    /// `db.table` of the tables the last fold covered (the gauge's labels).
+    tables: Vec<String>,
+}
+
+impl CurrentFolds {
+    pub fn new(config: &CurrentConfig) -> Self {
+        CurrentFolds {
+            config: config.clone(),
+            started: None,
+            behind: false,
+            running: None,
+            unfolded_since: None,
+            folding_since: None,
+            tables: Vec::new(),
+        }
+    }
+
+    /// The job of a fold up to `m`: every table of the history, read from
+    /// SQLite now (the history is not `Sync`).
+    fn job(&self, m: &Manifest, history: &SchemaHistory) -> Result<FoldJob> {
+        let mut tables = Vec::new();
+        for v in history.latest_all()? {
+            let (db, table) = (v.schema.database, v.schema.name);
+            let versions = history.versions(&db, &table)?;
+            tables.push(FoldTable {
+                db,
+                table,
+                versions,
+            });
+        }
+        Ok(FoldJob {
+            target: m.clone(),
+            tables,
+            target_file_bytes: self.config.target_file_bytes as u64,
+        })
+    }
+
+    /// Called after each committed checkpoint.
+    pub fn after_commit(
+        &mut self,
+        store: &Arc<dyn ObjectStore>,
+        m: Option<&Manifest>,
+        history: &SchemaHistory,
+    ) {
+        let Some(m) = m else { return };
+        if !self.config.enabled {
+            return;
+        }
+        self.behind = true;
+        if !m.files.is_empty() && self.unfolded_since.is_none() {
+            self.unfolded_since = Some(Instant::now());
+        }
+        if self.running.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        self.collect_finished();
+        if self
+            .started
+            .is_some_and(|s| s.elapsed() < self.config.refresh)
+        {
+            return;
+        }
+        match self.job(m, history) {
+            Ok(job) => {
+                self.behind = false;
+                self.started = Some(Instant::now());
+                self.folding_since = self.unfolded_since.take();
+                self.tables = job
+                    .tables
+                    .iter()
+                    .map(|t| format!("{}.{}", t.db, t.table))
+                    .collect();
+                self.running = Some(tokio::spawn(timed_fold(store.clone(), job)));
+            }
+            Err(e) => warn!(error = %e, "could not plan a fold of the current tables"),
+        }
+    }
+
+    /// A committed manifest waits for a fold: call [`Self::after_commit`]
+    /// again when the stream is idle.
+    pub fn behind(&self) -> bool {
+        self.behind
+    }
+
+    /// Collects a fold that has finished, without waiting.
+    fn collect_finished(&mut self) {
+        if self.running.as_ref().is_some_and(|t| t.is_finished()) {
+            if let Some(task) = self.running.take() {
+                let ok = log_outcome(futures::FutureExt::now_or_never(task));
+                self.fold_ended(ok);
+            }
+        }
+    }
+
+    /// A fold ended: what it covered is folded, or waits again.
+    fn fold_ended(&mut self, ok: bool) {
+        let covered = self.folding_since.take();
+        if !ok {
+            self.unfolded_since = match (covered, self.unfolded_since) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+    }
+
+    /// Sets each current table's fold lag: how long the oldest committed
+    /// change that no finished fold holds has waited (0 when folded).
+    pub fn publish(&mut self, metrics: &crate::http::Metrics) {
+        self.collect_finished();
+        let lag = [self.unfolded_since, self.folding_since]
+            .into_iter()
+            .flatten()
+            .map(|t| t.elapsed().as_secs_f64())
+            .fold(0.0, f64::max);
+        for table in &self.tables {
+            metrics.set_current_fold_lag(table, lag);
+        }
+    }
+
+    /// Waits for the running fold.
+    pub async fn wait(&mut self) {
+        if let Some(task) = self.running.take() {
+            let ok = log_outcome(Some(task.await));
+            self.fold_ended(ok);
+        }
+    }
+
+    /// The job of a last fold up to `m`, if folds are on.
+    pub fn last_job(&self, m: Option<&Manifest>, history: &SchemaHistory) -> Option<FoldJob> {
+        let m = m?;
+        if !self.config.enabled {
+            return None;
+        }
+        self.job(m, history)
+            .map_err(|e| warn!(error = %e, "could not plan a fold of the current tables"))
+            .ok()
+    }
+}
+
+/// Runs a fold to its end (shutdown, end of `--until-caught-up`).
+pub async fn fold_now(store: Arc<dyn ObjectStore>, job: FoldJob) {
+    // A task of its own, so that a bug in a fold cannot take the run down.
+    log_outcome(Some(tokio::spawn(timed_fold(store, job)).await));
+}
+
+async fn timed_fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<(FoldReport, u128)> {
+    let started = Instant::now();
+    let report = fold(store, job).await?;
+    Ok((report, started.elapsed().as_millis()))
+}
+
+type Outcome = std::result::Result<Result<(FoldReport, u128)>, tokio::task::JoinError>;
+
+/// Logs how a fold ended; whether it succeeded.
+fn log_outcome(done: Option<Outcome>) -> bool {
+    match done {
+        None => return false,
+        Some(Ok(Ok((r, ms)))) if r.commits > 0 => info!(
+            ms,
+            commits = r.commits,
+            changed_rows = r.changed_rows,
+            files_added = r.files_added,
+            files_removed = r.files_removed,
+            bytes_added = r.bytes_added,
+            bytes_removed = r.bytes_removed,
+            "current tables folded"
+        ),
+        Some(Ok(Ok(_))) => {}
+        Some(Ok(Err(e))) => {
+            warn!(error = %e, kind = e.kind().as_str(), "current table fold failed; the previous versions stay, the next fold redoes it");
+            return false;
+        }
+        Some(Err(e)) => {
+            warn!(error = %e, kind = "definite", "current table fold task failed");
+            return false;
+        }
+    }
+    true
+}

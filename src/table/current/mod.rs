@@ -1,0 +1,454 @@
+//! Current-state tables (DESIGN.md "Current-state tables"): for each captured
+//! table with a primary key, `_current/<db>/<table>/` is a Delta table of the
+//! table's rows as of a manifest, folded from the changelog.
+//!
+//! A fold reads the changelog files that the manifests since the last fold
+//! list, applies them per key with the replay rules ([`apply`]) and rewrites
+//! only the files that hold changed keys, in one Delta commit whose `txn`
+//! (`appId` [`APP_ID`]) is the manifest seq folded.
+//!
+//! Layout: the files of a current table hold disjoint key ranges, each file
+//! sorted by key, its range recorded in the `add` action's `tags`
+//! (`sluice.first`/`sluice.last`, the key in Arrow's row format, hex). Key
+//! ranges rather than hash buckets because the common source table has an
+//! auto-increment key and most writes go to recent rows: inserts append to
+//! the last file until it reaches the target size and then start a new one,
+//! updates of recent rows rewrite the last file or two, and the old files
+//! stay as they are (BENCHMARKS.md has the figures). Random updates touch
+//! many files; that costs as a rewrite of those files, never more.
+//! Deletion vectors would make a fold cost proportional to the changes, but
+//! Polars and the `deltalake` package refuse or misread them.
+//!
+//! Crash safety: new files carry the folded seq in their name; a fold first
+//! deletes files named for a seq above the table's last fold (a fold that
+//! died before its commit), and its commit is put-if-absent.
+
+mod apply;
+mod shape;
+mod status;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::compute::{cast, interleave_record_batch};
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::row::{RowConverter, Rows, SortField};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use serde_json::{json, Value};
+
+use super::log::{self, TableState};
+use crate::commit::{stored_path, DataFile, Lake, Manifest};
+use crate::error::{Error, Result};
+use crate::schema::history::TableVersion;
+
+pub use apply::{assign, ChangeSet, FileRange, Op};
+pub use status::{current_status, CurrentStatus};
+
+/// The folder of the current tables under the lake root.
+pub const CURRENT_DIR: &str = "_current";
+/// The `appId` of a current table's `txn` actions; `version` is the manifest seq.
+pub const APP_ID: &str = "sluice-current";
+/// Test hook: abort after a fold wrote its first file, before its commit.
+pub const ABORT_IN_FOLD: &str = "SLUICE_TEST_ABORT_IN_FOLD";
+/// Default `[current] target_file_size`.
+pub const DEFAULT_TARGET_FILE_BYTES: u64 = 128 << 20;
+
+const TAG_FIRST: &str = "sluice.first";
+const TAG_LAST: &str = "sluice.last";
+const CONF_VERSION: &str = "sluice.schemaVersion";
+const CONF_KEY: &str = "sluice.key";
+
+/// The current table folder of `db.table`.
+pub fn current_dir(db: &str, table: &str) -> Path {
+    Path::from_iter([CURRENT_DIR.to_string(), db.to_string(), table.to_string()])
+}
+
+/// One table to fold, with its schema history (oldest first).
+#[derive(Debug, Clone)]
+pub struct FoldTable {
+    pub db: String,
+    pub table: String,
+    pub versions: Vec<TableVersion>,
+}
+
+impl FoldTable {
+    fn name(&self) -> String {
+        format!("{}.{}", self.db, self.table)
+    }
+
+    /// The version in force at manifest `seq`, if the table existed.
+    fn at(&self, seq: u64) -> Option<&TableVersion> {
+        self.versions.iter().rev().find(|v| v.checkpoint <= seq)
+    }
+
+    /// Its shape at `seq` if it is live and has a key there.
+    fn keyed_at(&self, seq: u64) -> Option<&TableVersion> {
+        self.at(seq)
+            .filter(|v| !v.dropped && !shape::key_columns(&v.schema).is_empty())
+    }
+}
+
+/// A fold of every table up to one committed manifest.
+pub struct FoldJob {
+    pub target: Manifest,
+    pub tables: Vec<FoldTable>,
+    pub target_file_bytes: u64,
+}
+
+/// What a fold did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct FoldReport {
+    pub commits: usize,
+    pub files_added: usize,
+    pub files_removed: usize,
+    pub bytes_added: u64,
+    pub bytes_removed: u64,
+    pub changed_rows: usize,
+}
+
+impl FoldReport {
+    fn add(&mut self, o: FoldReport) {
+        self.commits += o.commits;
+        self.files_added += o.files_added;
+        self.files_removed += o.files_removed;
+        self.bytes_added += o.bytes_added;
+        self.bytes_removed += o.bytes_removed;
+        self.changed_rows += o.changed_rows;
+    }
+}
+
+/// The manifest seq a current table reflects (0: none).
+pub fn folded_seq(state: &TableState) -> u64 {
+    state
+        .txns
+        .get(APP_ID)
+        .and_then(|t| t.get("version"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// The changelog of the tables since their last folds.
+#[derive(Default)]
+struct Changes {
+    /// The files of each table, with the seq of the manifest that lists them.
+    files: HashMap<String, Vec<(u64, DataFile)>>,
+    /// `to` → `from` of RENAME TABLE, by `db.table`, with the manifest seq.
+    renamed_from: HashMap<String, (String, u64)>,
+}
+
+/// Folds every table of `job` up to `job.target`. A table whose fold fails
+/// keeps its previous version; the error of the first is returned after the
+/// others are folded.
+pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldReport> {
+    let s1 = job.target.seq;
+    let mut states: HashMap<String, TableState> = HashMap::new();
+    let mut from = u64::MAX;
+    for t in &job.tables {
+        let state = log::load(store.as_ref(), &current_dir(&t.db, &t.table), true).await?;
+        let folded = folded_seq(&state);
+        // A table without a current table has no change before its first version.
+        let start = match state.version {
+            Some(_) => folded,
+            None => t
+                .versions
+                .first()
+                .map_or(s1, |v| v.checkpoint.saturating_sub(1)),
+        };
+        if start < s1 {
+            from = from.min(start);
+        }
+        states.insert(t.name(), state);
+    }
+    let mut report = FoldReport::default();
+    let needs_end = job.tables.iter().any(|t| {
+        t.keyed_at(s1).is_none() && states.get(&t.name()).is_some_and(|s| !s.files.is_empty())
+    });
+    if from == u64::MAX && !needs_end {
+        return Ok(report);
+    }
+    let changes = read_changes(&store, &job.target, from.min(s1)).await?;
+    let by_name: HashMap<String, &FoldTable> = job.tables.iter().map(|t| (t.name(), t)).collect();
+    let mut first_error = None;
+    let ctx = Ctx {
+        store: store.clone(),
+        s1,
+        target: &job.target,
+        target_bytes: job.target_file_bytes.max(1),
+    };
+    // Live tables first: a renamed table is seeded from its old name's
+    // current table before that one ends.
+    for t in job.tables.iter().filter(|t| t.keyed_at(s1).is_some()) {
+        let name = t.name();
+        let mut seed = None;
+        if states.get(&name).is_some_and(|s| s.version.is_none()) {
+            if let Some((old, at)) = changes.renamed_from.get(&name) {
+                if let Some(src) = by_name.get(old) {
+                    match seed_from(&ctx, src, *at, &changes, &mut report).await {
+                        Ok(s) => seed = s,
+                        Err(e) => {
+                            tracing::warn!(table = %name, from = %old, error = %e, "could not move the current table of a renamed table");
+                            first_error.get_or_insert(e);
+                            continue;
+                        }
+                    }
+                }
+            }
+        }
+        let files = changes.files.get(&name).map_or(&[][..], Vec::as_slice);
+        let state = states.remove(&name).unwrap_or_default();
+        match fold_table(&ctx, t, state, files, seed, None).await {
+            Ok(r) => report.add(r),
+            Err(e) => {
+                tracing::warn!(table = %name, error = %e, "current table fold failed; the previous version stays, the next fold redoes it");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    // Dropped tables (and tables that lost their key) end with an empty version.
+    for t in job.tables.iter().filter(|t| t.keyed_at(s1).is_none()) {
+        match end_table(&ctx, t).await {
+            Ok(r) => report.add(r),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
+
+struct Ctx<'a> {
+    store: Arc<dyn ObjectStore>,
+    s1: u64,
+    target: &'a Manifest,
+    target_bytes: u64,
+}
+
+/// The changelog files of the manifests after `from` up to `target`, by table.
+async fn read_changes(
+    store: &Arc<dyn ObjectStore>,
+    target: &Manifest,
+    from: u64,
+) -> Result<Changes> {
+    let lake = Lake::new(store.clone());
+    let mut out = Changes::default();
+    for seq in from + 1..=target.seq {
+        let m = if seq == target.seq {
+            target.clone()
+        } else {
+            match lake.read_manifest(seq).await {
+                Ok(m) => m,
+                Err(Error::Store(object_store::Error::NotFound { .. })) => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        for f in m.files {
+            let Some((db, table)) = super::table_names(&super::table_dir(&f)) else {
+                continue;
+            };
+            out.files
+                .entry(format!("{db}.{table}"))
+                .or_default()
+                .push((m.seq, f));
+        }
+        for entry in &m.ddl {
+            for r in entry["renamed"].as_array().into_iter().flatten() {
+                if let (Some(from), Some(to)) = (r["from"].as_str(), r["to"].as_str()) {
+                    out.renamed_from
+                        .insert(to.to_string(), (from.to_string(), m.seq));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Folds the old name of a renamed table up to the rename and copies its
+/// files under the new name: the new table's starting point.
+async fn seed_from(
+    ctx: &Ctx<'_>,
+    src: &FoldTable,
+    renamed_at: u64,
+    changes: &Changes,
+    report: &mut FoldReport,
+) -> Result<Option<(Path, TableState)>> {
+    let dir = current_dir(&src.db, &src.table);
+    let state = log::load(ctx.store.as_ref(), &dir, true).await?;
+    let Some(live) = src
+        .versions
+        .iter()
+        .rev()
+        .find(|v| v.checkpoint <= renamed_at && !v.dropped)
+    else {
+        return Ok(None);
+    };
+    let files = changes
+        .files
+        .get(&src.name())
+        .map_or(&[][..], Vec::as_slice);
+    report.add(fold_table(ctx, src, state, files, None, Some(live)).await?);
+    let state = log::load(ctx.store.as_ref(), &dir, true).await?;
+    if state.version.is_none() {
+        return Ok(None);
+    }
+    Ok(Some((dir, state)))
+}
+
+/// A commit that removes every file: DROP TABLE (or a RENAME away, or a key
+/// dropped) ends the current table.
+async fn end_table(ctx: &Ctx<'_>, t: &FoldTable) -> Result<FoldReport> {
+    let dir = current_dir(&t.db, &t.table);
+    let state = log::load(ctx.store.as_ref(), &dir, true).await?;
+    let Some(version) = state.version else {
+        return Ok(FoldReport::default());
+    };
+    if state.files.is_empty() {
+        return Ok(FoldReport::default());
+    }
+    let mut report = FoldReport::default();
+    let mut actions = commit_head(ctx, t, "end");
+    for (path, add) in &state.files {
+        report.files_removed += 1;
+        report.bytes_removed += add["size"].as_u64().unwrap_or(0);
+        actions.push(remove_action(path, add));
+    }
+    commit(ctx, &dir, version + 1, actions).await?;
+    report.commits = 1;
+    Ok(report)
+}
+
+fn commit_head(ctx: &Ctx<'_>, t: &FoldTable, kind: &str) -> Vec<Value> {
+    let now = chrono::Utc::now().timestamp_millis();
+    vec![
+        json!({"commitInfo": {
+            "timestamp": now,
+            "operation": "WRITE",
+            "operationParameters": {"mode": "Overwrite"},
+            "isBlindAppend": false,
+            "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
+            "sluice": {
+                "seq": ctx.s1,
+                "table": t.name(),
+                "fold": kind,
+                "committed_at": ctx.target.committed_at,
+                "cursor": ctx.target.cursor,
+            },
+        }}),
+        json!({"txn": {"appId": APP_ID, "version": ctx.s1, "lastUpdated": now}}),
+    ]
+}
+
+fn remove_action(path: &str, add: &Value) -> Value {
+    json!({"remove": {
+        "path": path,
+        "deletionTimestamp": chrono::Utc::now().timestamp_millis(),
+        "dataChange": true,
+        "extendedFileMetadata": true,
+        "partitionValues": {},
+        "size": add["size"],
+    }})
+}
+
+async fn commit(ctx: &Ctx<'_>, dir: &Path, version: u64, actions: Vec<Value>) -> Result<()> {
+    match log::put_commit(ctx.store.as_ref(), dir, version, &actions).await? {
+        log::Put::Written => {}
+        log::Put::Taken => {
+            return Err(Error::Lake(format!(
+                "current table {dir}: Delta version {version} is taken by another writer; stop any other sidecar on this lake"
+            )))
+        }
+    }
+    if version > 0 && version % super::CHECKPOINT_INTERVAL == 0 {
+        if let Err(e) = super::checkpoint(ctx.store.as_ref(), dir, version).await {
+            tracing::warn!(%dir, version, error = %e, "could not write a Delta checkpoint of a current table");
+        }
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The seq in a current table file's name `current-<seq>-<n>-<id>.parquet` (not `part-`: the changelog's clean-up would take them for its own).
+fn file_seq(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("current-")?;
+    rest.get(..20)?.parse().ok()
+}
+
+/// Deletes files of folds that never committed: named for a seq after the
+/// last fold (`folded`).
+async fn remove_unfinished(store: &dyn ObjectStore, dir: &Path, folded: u64) -> Result<usize> {
+    let listed = store.list_with_delimiter(Some(dir)).await?;
+    let mut removed = 0;
+    for o in listed.objects {
+        let Some(seq) = o.location.filename().and_then(file_seq) else {
+            continue;
+        };
+        if seq > folded {
+            store.delete(&o.location).await?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+mod fold_table;
+use fold_table::fold_table;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_hex_round_trip() {
+        assert_eq!(unhex(&hex(&[0, 1, 255])), Some(vec![0, 1, 255]));
+        assert_eq!(unhex("0"), None);
+        assert_eq!(unhex("zz"), None);
+        assert_eq!(
+            file_seq("current-00000000000000000042-00001-abc.parquet"),
+            Some(42)
+        );
+        assert_eq!(file_seq("other.parquet"), None);
+        assert_eq!(current_dir("a/b", "t").as_ref(), "_current/a%2Fb/t");
+    }
+
+    /// A file's key range lives in its `add` tags: a Delta checkpoint must
+    /// keep them, or the next fold would rebuild the whole table.
+    #[tokio::test]
+    async fn key_ranges_survive_a_delta_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::sink::open_local(dir.path()).unwrap();
+        let table = current_dir("db", "t");
+        let add = json!({"add": {"path": "current-1.parquet", "partitionValues": {}, "size": 10,
+            "modificationTime": 1, "dataChange": true, "stats": "{\"numRecords\":1}",
+            "tags": {TAG_FIRST: "0a", TAG_LAST: "ff01"}}});
+        let txn = json!({"txn": {"appId": APP_ID, "version": 7, "lastUpdated": 1}});
+        log::put_commit(store.as_ref(), &table, 0, &[txn, add])
+            .await
+            .unwrap();
+        let state = log::load(store.as_ref(), &table, true).await.unwrap();
+        log::write_checkpoint(store.as_ref(), &table, &state, 0)
+            .await
+            .unwrap();
+        let again = log::load(store.as_ref(), &table, true).await.unwrap();
+        let tags = &again.files["current-1.parquet"]["tags"];
+        assert_eq!(tags[TAG_FIRST], "0a");
+        assert_eq!(tags[TAG_LAST], "ff01");
+        assert_eq!(folded_seq(&again), 7);
+    }
+}

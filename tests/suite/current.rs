@@ -1,0 +1,437 @@
+//! Current-state tables (DESIGN.md "Current-state tables"): `_current/<db>/<table>/`
+//! is a Delta table equal to `SELECT *` on the source after catch-up, for
+//! every reader, through DDL, TRUNCATE, DROP and RENAME TABLE and kills in
+//! the middle of a fold; every older version equals the changelog's replay
+//! up to the manifest seq it records; a fold of recent changes rewrites a
+//! small part of a large table.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::common::*;
+use crate::delta::{delta_commits, read_delta};
+use serde_json::Value;
+
+const READERS: &str = "deltalake,polars,duckdb";
+
+fn current_dir(lake: &Path, db: &MariaDb, table: &str) -> PathBuf {
+    lake.join("_current")
+        .join(db.namespace().to_server("shop").as_ref())
+        .join(table)
+}
+
+type Table = BTreeMap<Vec<String>, Vec<Option<String>>>;
+
+/// The source's rows of `shop.<table>` as `columns`, keyed by the first.
+fn source_rows(db: &MariaDb, table: &str, columns: &[&str]) -> Table {
+    let cols = columns
+        .iter()
+        .map(|c| format!("`{c}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    db.query_rows(&format!("SELECT {cols} FROM shop.{table}"))
+        .into_iter()
+        .map(|r| (vec![r[0].clone().unwrap_or_default()], r))
+        .collect()
+}
+
+/// What each reader sees of a current table (version `version`, else the
+/// latest), keyed like `source_rows`; the readers must agree.
+fn current_rows(dir: &Path, columns: &[&str], version: Option<u64>) -> Table {
+    let mut with_seq: Vec<&str> = columns.to_vec();
+    with_seq.push("_seq");
+    let read = read_delta(
+        &dir.display().to_string(),
+        &with_seq,
+        version,
+        &Value::Null,
+        READERS,
+    );
+    let mut tables: Vec<(String, Table)> = Vec::new();
+    for (reader, rows) in &read.rows {
+        let t: Table = rows
+            .iter()
+            .map(|r| {
+                let values = r[..columns.len()].to_vec();
+                (vec![values[0].clone().unwrap_or_default()], values)
+            })
+            .collect();
+        assert_eq!(t.len(), rows.len(), "{reader}: duplicate keys in {dir:?}");
+        tables.push((reader.clone(), t));
+    }
+    assert_eq!(tables.len(), READERS.split(',').count());
+    for (reader, t) in &tables[1..] {
+        assert_same_table(&format!("{reader} vs {}", tables[0].0), &tables[0].1, t);
+    }
+    tables.remove(0).1
+}
+
+/// The `txn` version (manifest seq) of each version of a current table.
+fn folded_seqs(dir: &Path) -> Vec<(u64, u64)> {
+    delta_commits(dir)
+        .into_iter()
+        .map(|(v, actions)| {
+            let seq = actions
+                .iter()
+                .find_map(|a| a.get("txn"))
+                .and_then(|t| t["version"].as_u64())
+                .expect("every version has a txn");
+            (v, seq)
+        })
+        .collect()
+}
+
+/// Every Parquet file of a current table folder is named by some commit:
+/// no file of an unfinished fold is left behind.
+fn assert_no_orphans(dir: &Path) {
+    let logged: BTreeSet<String> = delta_commits(dir)
+        .into_iter()
+        .flat_map(|(_, a)| a)
+        .filter_map(|a| {
+            a.get("add")
+                .and_then(|x| x["path"].as_str())
+                .map(str::to_string)
+        })
+        .collect();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".parquet") {
+            assert!(logged.contains(&name), "{name} in {dir:?} is in no commit");
+        }
+    }
+}
+
+#[test]
+fn current_tables_equal_the_source_through_ddl_and_kills() {
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.t (id INT AUTO_INCREMENT PRIMARY KEY, a INT, b VARCHAR(20), price DECIMAL(8,2));
+         CREATE TABLE shop.tr (id INT PRIMARY KEY, v VARCHAR(10));
+         CREATE TABLE shop.d (id INT PRIMARY KEY, v INT);
+         CREATE TABLE shop.r (id INT PRIMARY KEY, v VARCHAR(10));
+         CREATE TABLE shop.nokey (a INT, b INT);
+         CREATE TABLE shop.k (id INT PRIMARY KEY, g INT NOT NULL, v VARCHAR(10));",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.extra = "[current]\nrefresh = \"1s\"\n".into();
+
+    // Inserts, updates, deletes and a key move.
+    db.sql(
+        "INSERT INTO shop.t (a, b, price) VALUES (1, 'one', 1.50), (2, 'two', NULL), (3, 'three', 3.00), (4, 'four', 4.25);
+         UPDATE shop.t SET b = 'TWO', price = 2.20 WHERE id = 2;
+         DELETE FROM shop.t WHERE id = 3;
+         UPDATE shop.t SET id = 40 WHERE id = 4;
+         INSERT INTO shop.tr VALUES (1, 'a'), (2, 'b');
+         INSERT INTO shop.d VALUES (1, 1);
+         INSERT INTO shop.r VALUES (1, 'x'), (2, 'y');
+         INSERT INTO shop.nokey VALUES (1, 1), (1, 1);
+         INSERT INTO shop.k VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c');",
+    );
+    sluice.run_until_caught_up_ok();
+    let t_dir = current_dir(lake.path(), &db, "t");
+    let cols = ["id", "a", "b", "price"];
+    assert_same_table(
+        "shop.t after the first fold",
+        &source_rows(&db, "t", &cols),
+        &current_rows(&t_dir, &cols, None),
+    );
+    let first_versions = folded_seqs(&t_dir);
+    assert!(!current_dir(lake.path(), &db, "nokey").exists());
+
+    // DDL of every column form, TRUNCATE, DROP and RENAME TABLE.
+    db.sql(
+        "ALTER TABLE shop.t ADD COLUMN e INT;
+         UPDATE shop.t SET e = id * 10;
+         INSERT INTO shop.t (a, b, price, e) VALUES (5, 'five', 5.55, 50);
+         ALTER TABLE shop.t RENAME COLUMN b TO bb;
+         UPDATE shop.t SET bb = CONCAT(bb, '!') WHERE id = 1;
+         ALTER TABLE shop.t MODIFY a BIGINT;
+         ALTER TABLE shop.t DROP COLUMN e;
+         INSERT INTO shop.t (a, bb, price) VALUES (6000000000, 'six', 6.00);
+         TRUNCATE TABLE shop.tr;
+         INSERT INTO shop.tr VALUES (3, 'c');
+         DROP TABLE shop.d;
+         RENAME TABLE shop.r TO shop.r2;
+         UPDATE shop.r2 SET v = 'y2' WHERE id = 2;
+         INSERT INTO shop.r2 VALUES (3, 'z');
+         ALTER TABLE shop.k DROP PRIMARY KEY, ADD PRIMARY KEY (g, id);
+         UPDATE shop.k SET v = 'b2' WHERE id = 2;
+         INSERT INTO shop.k VALUES (4, 5, 'd');",
+    );
+    // A kill in the middle of a fold: files written, no commit.
+    sluice.env = vec![("SLUICE_TEST_ABORT_IN_FOLD".into(), "1".into())];
+    let out = sluice.run_until_caught_up();
+    assert!(!out.status.success(), "the fold hook did not abort");
+    let before_kill = folded_seqs(&t_dir);
+    assert_eq!(before_kill, first_versions, "a killed fold committed");
+    // More changes, then a run that folds them all.
+    db.sql(
+        "UPDATE shop.t SET price = price + 1 WHERE id IN (1, 40);
+         DELETE FROM shop.t WHERE id = 2;",
+    );
+    sluice.env.clear();
+    sluice.run_until_caught_up_ok();
+
+    let cols = ["id", "a", "bb", "price"];
+    assert_same_table(
+        "shop.t after DDL and a kill",
+        &source_rows(&db, "t", &cols),
+        &current_rows(&t_dir, &cols, None),
+    );
+    let read = read_delta(
+        &t_dir.display().to_string(),
+        &["id", "_seq"],
+        None,
+        &Value::Null,
+        "deltalake",
+    );
+    // RENAME COLUMN renames; DROP drops: the current shape only.
+    assert_eq!(read.schema, ["id", "a", "bb", "price", "_seq", "_ts"]);
+    assert_no_orphans(&t_dir);
+
+    let tr = current_dir(lake.path(), &db, "tr");
+    assert_same_table(
+        "shop.tr after TRUNCATE",
+        &source_rows(&db, "tr", &["id", "v"]),
+        &current_rows(&tr, &["id", "v"], None),
+    );
+    // A changed primary key: the table is rebuilt in the new key order.
+    let k = current_dir(lake.path(), &db, "k");
+    assert_same_table(
+        "shop.k after a new primary key",
+        &source_rows(&db, "k", &["id", "g", "v"]),
+        &current_rows(&k, &["id", "g", "v"], None),
+    );
+    let r2 = current_dir(lake.path(), &db, "r2");
+    assert_same_table(
+        "shop.r2 after RENAME TABLE",
+        &source_rows(&db, "r2", &["id", "v"]),
+        &current_rows(&r2, &["id", "v"], None),
+    );
+    // The dropped table and the renamed table's old name end empty.
+    for gone in ["d", "r"] {
+        let dir = current_dir(lake.path(), &db, gone);
+        assert!(
+            current_rows(&dir, &["id", "v"], None).is_empty(),
+            "shop.{gone} has rows after it went"
+        );
+    }
+
+    // Every older version of shop.t before the DDL equals the changelog's
+    // replay up to the manifest seq it records.
+    let changelog = Lake::read(lake.path());
+    let cols = ["id", "a", "b", "price"];
+    for (version, seq) in &first_versions {
+        let rows: Vec<Row> = changelog
+            .rows("shop.t")
+            .into_iter()
+            .filter(|r| r.manifest_seq <= *seq)
+            .collect();
+        let expected: Table = replay(&rows, &[0])
+            .into_iter()
+            .map(|(k, v)| (k, v[..cols.len()].to_vec()))
+            .collect();
+        assert_same_table(
+            &format!("shop.t version {version} (manifest {seq})"),
+            &expected,
+            &current_rows(&t_dir, &cols, Some(*version)),
+        );
+    }
+
+    // status: the seq reflected, and no lag after catch-up.
+    let status = sluice.status_json();
+    let newest = status["manifest_seq"].as_u64().unwrap();
+    let t_status = &status["current_tables"]["shop.t"];
+    assert_eq!(t_status["lag_manifests"], 0, "{status}");
+    assert_eq!(
+        t_status["seq"].as_u64().unwrap(),
+        folded_seqs(&t_dir).last().unwrap().1
+    );
+    assert!(t_status["seq"].as_u64().unwrap() <= newest);
+    let text = sluice.run_args(&["status"], &[]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("shop.t ") && l.contains(" seq "))
+        .unwrap_or_else(|| panic!("no current-table line for shop.t:\n{text}"));
+    assert!(
+        line.contains(&format!("seq {}", t_status["seq"])) && line.ends_with("current"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_fold_of_recent_changes_rewrites_a_small_part_of_a_large_table() {
+    const ROWS: u64 = 200_000;
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.big (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(40));",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    // Small files, so the table spans many.
+    sluice.extra = "[current]\nrefresh = \"1s\"\ntarget_file_size = \"64KiB\"\n".into();
+    db.sql(&format!(
+        "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{ROWS};"
+    ));
+    sluice.run_until_caught_up_ok();
+    let dir = current_dir(lake.path(), &db, "big");
+    let live_bytes = |commits: &[(u64, Vec<Value>)]| {
+        let mut live: BTreeMap<String, u64> = BTreeMap::new();
+        for (_, actions) in commits {
+            for a in actions {
+                if let Some(add) = a.get("add") {
+                    live.insert(
+                        add["path"].as_str().unwrap().into(),
+                        add["size"].as_u64().unwrap(),
+                    );
+                }
+                if let Some(rm) = a.get("remove") {
+                    live.remove(rm["path"].as_str().unwrap());
+                }
+            }
+        }
+        live
+    };
+    let built = live_bytes(&delta_commits(&dir));
+    assert!(built.len() >= 20, "only {} files", built.len());
+    let table_bytes: u64 = built.values().sum();
+
+    // 1 % of the rows: updates of the most recent keys and new rows.
+    let one_percent = ROWS / 100;
+    db.sql(&format!(
+        "UPDATE shop.big SET v = -v WHERE id > {};
+         INSERT INTO shop.big (v, pad) SELECT seq, 'new' FROM shop.seq_1_to_{one_percent};",
+        ROWS - one_percent / 2
+    ));
+    sluice.run_until_caught_up_ok();
+    let commits = delta_commits(&dir);
+    let last = &commits.last().unwrap().1;
+    let size_of = |kind: &str| -> u64 {
+        last.iter()
+            .filter_map(|a| a.get(kind))
+            .map(|x| x["size"].as_u64().unwrap())
+            .sum()
+    };
+    let (removed, added) = (size_of("remove"), size_of("add"));
+    eprintln!(
+        "table {table_bytes} bytes in {} files; fold removed {removed}, added {added}",
+        built.len()
+    );
+    assert!(removed > 0, "the fold rewrote nothing");
+    assert!(
+        removed * 10 < table_bytes,
+        "a fold of 1 % recent changes rewrote {removed} of {table_bytes} bytes"
+    );
+    assert!(added < table_bytes / 5, "added {added} of {table_bytes}");
+
+    let cols = ["id", "v", "pad"];
+    let read = read_delta(
+        &dir.display().to_string(),
+        &["id", "v", "pad", "_seq"],
+        None,
+        &Value::Null,
+        "deltalake",
+    );
+    let got: Table = read.rows["deltalake"]
+        .iter()
+        .map(|r| (vec![r[0].clone().unwrap_or_default()], r[..3].to_vec()))
+        .collect();
+    assert_eq!(got.len() as u64, ROWS + one_percent);
+    assert_same_table("shop.big", &source_rows(&db, "big", &cols), &got);
+}
+
+/// The sum of `key=N` over the "current tables folded" log lines of a run.
+fn fold_figures(stderr: &[u8], key: &str) -> u64 {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .filter(|l| l.contains("current tables folded"))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{key}=")))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// Fold cost per changed row and per table size (BENCHMARKS.md, "Current-state
+/// tables"). Not a test: `benches/current.sh` runs it.
+/// BENCH_ROWS: comma-separated table sizes; BENCH_FILE_SIZE: target_file_size.
+#[test]
+#[ignore]
+fn bench_fold_cost() {
+    let sizes: Vec<u64> = std::env::var("BENCH_ROWS")
+        .unwrap_or_else(|_| "200000,800000".into())
+        .split(',')
+        .map(|s| s.trim().parse().expect("BENCH_ROWS: numbers"))
+        .collect();
+    let file_size = std::env::var("BENCH_FILE_SIZE").unwrap_or_else(|_| "4MiB".into());
+    println!("| rows | fold | changed rows | ms | ms per 1000 changed | bytes removed | bytes added | table bytes |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for rows in sizes {
+        let db = MariaDb::start();
+        db.sql(
+            "CREATE DATABASE shop;
+             CREATE TABLE shop.big (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(40));",
+        );
+        let lake = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut sluice = Sluice::new(&db, lake.path(), state.path());
+        sluice.timeout = std::time::Duration::from_secs(1800);
+        sluice.extra = format!("[current]\nrefresh = \"1h\"\ntarget_file_size = \"{file_size}\"\n");
+        db.sql(&format!(
+            "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{rows};"
+        ));
+        let one = rows / 100;
+        let steps = [
+            ("build", String::new()),
+            (
+                "1 % recent",
+                format!(
+                    "UPDATE shop.big SET v = -v WHERE id > (SELECT MAX(id) FROM (SELECT id FROM shop.big) x) - {};
+                     INSERT INTO shop.big (v, pad) SELECT seq, 'new' FROM shop.seq_1_to_{};",
+                    one / 2,
+                    one / 2
+                ),
+            ),
+            ("1 % random", "UPDATE shop.big SET v = v + 1 WHERE id % 100 = 7;".to_string()),
+        ];
+        for (name, sql) in steps {
+            if !sql.is_empty() {
+                db.sql(&sql);
+            }
+            let out = sluice.run_until_caught_up_ok();
+            let dir = current_dir(lake.path(), &db, "big");
+            let live: u64 = {
+                let mut live: BTreeMap<String, u64> = BTreeMap::new();
+                for (_, actions) in delta_commits(&dir) {
+                    for a in actions {
+                        if let Some(add) = a.get("add") {
+                            live.insert(
+                                add["path"].as_str().unwrap().into(),
+                                add["size"].as_u64().unwrap(),
+                            );
+                        }
+                        if let Some(rm) = a.get("remove") {
+                            live.remove(rm["path"].as_str().unwrap());
+                        }
+                    }
+                }
+                live.values().sum()
+            };
+            let ms = fold_figures(&out.stderr, "ms");
+            let changed = fold_figures(&out.stderr, "changed_rows");
+            println!(
+                "| {rows} | {name} | {changed} | {ms} | {:.1} | {} | {} | {live} |",
+                ms as f64 * 1000.0 / changed.max(1) as f64,
+                fold_figures(&out.stderr, "bytes_removed"),
+                fold_figures(&out.stderr, "bytes_added"),
+            );
+        }
+    }
+}
