@@ -38,7 +38,11 @@
 #                            full size, so one by default (PY_RUNS=3 for its median too)
 #   TOOLS="raw cdecode python zongji sluice"  which tools to time; add
 #                            sluice_http for sluice with [http] on and /metrics
-#                            and / scraped every second (BENCHMARKS.md, "Monitoring")
+#                            and / scraped every second (BENCHMARKS.md, "Monitoring"),
+#                            sluice_bare for sluice without Delta commits
+#                            (SLUICE_BENCH_NO_DELTA) and without current-table
+#                            folds, sluice_delta for Delta commits without folds
+#                            (BENCHMARKS.md, "The lake as tables")
 #   PROFILE=1                one more sluice run under `perf record`; top symbols
 #                            into benches/results/profile.txt
 #   QUIET_TIMEOUT=120        before each timed run, wait up to this many seconds for
@@ -406,10 +410,15 @@ scrape() {
     done
 }
 
-run_sluice() { # run [http]
-    local tool="sluice" dir="$tmp/sluice.$1" scraper="" http_port
+run_sluice() { # run [http|bare|delta]
+    local tool="sluice" dir="$tmp/sluice.$1" scraper="" http_port no_delta=""
     rm -rf "$dir"
     sluice_config "$dir"
+    if [ "${2:-}" = bare ] || [ "${2:-}" = delta ]; then
+        tool="sluice_${2}"
+        printf '\n[current]\nenabled = false\n' >>"$dir/sluice.toml"
+        if [ "$2" = bare ]; then no_delta=1; fi
+    fi
     if [ "${2:-}" = http ]; then
         tool="sluice_http"
         http_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
@@ -418,6 +427,7 @@ run_sluice() { # run [http]
         scraper=$!
     fi
     timed "$tool" "$1" /dev/null env SLUICE_SOURCE_PASSWORD="$DB_PASS" \
+        ${no_delta:+SLUICE_BENCH_NO_DELTA=1} \
         "$SLUICE" run --config "$dir/sluice.toml" --until-caught-up
     if [ -n "$scraper" ]; then
         kill "$scraper" 2>/dev/null || true
@@ -444,6 +454,8 @@ for i in $(seq 1 "$RUNS"); do
     wants zongji && run_zongji "$i"
     wants sluice && run_sluice "$i"
     wants sluice_http && run_sluice "$i" http
+    wants sluice_bare && run_sluice "$i" bare
+    wants sluice_delta && run_sluice "$i" delta
 done
 
 if [ "$PROFILE" = 1 ] && wants sluice && ! command -v perf >/dev/null 2>&1; then

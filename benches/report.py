@@ -14,7 +14,7 @@ import os
 import statistics
 import sys
 
-ORDER = ["raw", "cdecode", "python", "zongji", "sluice", "sluice_http"]
+ORDER = ["raw", "cdecode", "python", "zongji", "sluice_bare", "sluice_delta", "sluice", "sluice_http"]
 
 
 def main():
@@ -39,6 +39,10 @@ def main():
                    + (f"[flush] {meta['sluice_flush']}" if meta.get("sluice_flush") else "default config")),
         "sluice_http": ("sluice run --until-caught-up, [http] on",
                         "the same, /metrics and / scraped every second"),
+        "sluice_bare": ("sluice, no Delta commits, no current tables",
+                        "SLUICE_BENCH_NO_DELTA=1, [current] enabled = false"),
+        "sluice_delta": ("sluice, Delta commits, no current tables",
+                         "[current] enabled = false"),
     }
 
     stats = {}

@@ -1932,6 +1932,10 @@ impl Pipeline<'_> {
         let Some(m) = self.committed.as_ref() else {
             return;
         };
+        if std::env::var_os(BENCH_NO_DELTA).is_some() {
+            // benches/e2e.sh: the stream's cost without Delta commits.
+            return;
+        }
         if !m.files.is_empty() && std::env::var_os(ABORT_BEFORE_DELTA).is_some() {
             // Tests: a kill between a manifest and its Delta commits.
             std::process::abort();
@@ -1992,3 +1996,8 @@ fn ansi_quotes(q: &QueryEvent<'_>) -> bool {
 /// Test hook: with this variable set, sluice aborts right after a manifest
 /// with data files commits, before its Delta commits.
 const ABORT_BEFORE_DELTA: &str = "SLUICE_TEST_ABORT_BEFORE_DELTA";
+
+/// Benchmark switch: with this variable set, no Delta commits are made (the
+/// next start without it makes them). Not for production: the changelog
+/// tables then lag the manifests.
+const BENCH_NO_DELTA: &str = "SLUICE_BENCH_NO_DELTA";
