@@ -116,7 +116,7 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
     let lake = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let mut sluice = Sluice::new(&db, lake.path(), state.path());
-    sluice.extra = "[current]\nrefresh = \"1s\"\n".into();
+    sluice.extra = "[current]\nenabled = true\nrefresh = \"1s\"\n".into();
 
     // Inserts, updates, deletes and a key move.
     db.sql(
@@ -275,7 +275,8 @@ fn a_fold_of_recent_changes_rewrites_a_small_part_of_a_large_table() {
     let state = tempfile::tempdir().unwrap();
     let mut sluice = Sluice::new(&db, lake.path(), state.path());
     // Small files, so the table spans many.
-    sluice.extra = "[current]\nrefresh = \"1s\"\ntarget_file_size = \"64KiB\"\n".into();
+    sluice.extra =
+        "[current]\nenabled = true\nrefresh = \"1s\"\ntarget_file_size = \"64KiB\"\n".into();
     db.sql(&format!(
         "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{ROWS};"
     ));
@@ -383,7 +384,9 @@ fn bench_fold_cost() {
         let state = tempfile::tempdir().unwrap();
         let mut sluice = Sluice::new(&db, lake.path(), state.path());
         sluice.timeout = std::time::Duration::from_secs(1800);
-        sluice.extra = format!("[current]\nrefresh = \"1h\"\ntarget_file_size = \"{file_size}\"\n");
+        sluice.extra = format!(
+            "[current]\nenabled = true\nrefresh = \"1h\"\ntarget_file_size = \"{file_size}\"\n"
+        );
         db.sql(&format!(
             "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{rows};"
         ));
