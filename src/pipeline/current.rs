@@ -210,3 +210,54 @@ fn log_outcome(done: Option<Outcome>) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn folds() -> CurrentFolds {
+        let mut f = CurrentFolds::new(&CurrentConfig {
+            enabled: true,
+            refresh: Duration::from_secs(60),
+            target_file_bytes: 1 << 20,
+        });
+        f.tables = vec!["shop.t".into()];
+        f
+    }
+
+    fn lag(metrics: &crate::http::Metrics) -> f64 {
+        let text = metrics.encode().unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("sluice_current_fold_lag_seconds{table=\"shop.t\"}"))
+            .unwrap_or_else(|| panic!("no fold lag of shop.t in:\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn fold_lag_is_the_age_of_the_oldest_change_no_finished_fold_holds() {
+        let metrics = crate::http::Metrics::new(1 << 20);
+        let mut f = folds();
+        f.publish(&metrics);
+        assert_eq!(lag(&metrics), 0.0, "nothing waits");
+
+        let two_s_ago = Instant::now() - Duration::from_secs(2);
+        f.unfolded_since = Some(two_s_ago);
+        f.publish(&metrics);
+        assert!((2.0..3.0).contains(&lag(&metrics)), "{}", lag(&metrics));
+
+        // A fold starts on those changes: they wait until it ends.
+        f.folding_since = f.unfolded_since.take();
+        f.publish(&metrics);
+        assert!(lag(&metrics) >= 2.0);
+        // It fails: they wait again, from when they first did.
+        f.fold_ended(false);
+        assert_eq!(f.unfolded_since, Some(two_s_ago));
+        // The next one succeeds: folded.
+        f.folding_since = f.unfolded_since.take();
+        f.fold_ended(true);
+        f.publish(&metrics);
+        assert_eq!(lag(&metrics), 0.0);
+    }
+}
