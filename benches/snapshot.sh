@@ -15,7 +15,13 @@
 # `--until-caught-up`, which returns once the snapshot is committed.
 #
 # Knobs: ROWS, RUNS=1, SKIP_BUILD=1, SLUICE_BIN=PATH, KEEP=1, SLUICE_SNAPSHOT
-# (extra lines for the [snapshot] section, e.g. 'chunk_rows = 50000').
+# (extra lines for the [snapshot] section, e.g. 'chunk_rows = 50000'),
+# LAG_TPS=1000 (after the timed runs, one more snapshot into a fresh lake while
+# a writer commits LAG_TPS single-row transactions per second to another
+# table; the stream's committed lag, sluice_lag_seconds from /metrics, is
+# sampled every second until the snapshot is done; 0 skips it), LAG_FLUSH
+# (lines of that run's [flush] section, e.g. 'interval = "2s"'), TIMED=0 (skip
+# the timed runs).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
@@ -27,6 +33,9 @@ source benches/lib.sh
 ROWS="${ROWS:-10000000}"
 RUNS="${RUNS:-1}"
 SLUICE_SNAPSHOT="${SLUICE_SNAPSHOT:-}"
+LAG_TPS="${LAG_TPS:-0}"
+LAG_FLUSH="${LAG_FLUSH:-}"
+TIMED="${TIMED:-1}"
 
 ensure_mariadb
 SLUICE="${SLUICE_BIN:-$ROOT/target/release/sluice}"
@@ -100,6 +109,7 @@ timed() {
 }
 
 for run in $(seq 1 "$RUNS"); do
+    [ "$TIMED" = 1 ] || break
     banner "run $run: mariadb -e 'SELECT * FROM bench.wide' > /dev/null"
     timed select mariadb --no-defaults --socket="$SOCK" -uroot --quick -N -B -e 'SELECT * FROM bench.wide' >/dev/null
 
@@ -132,6 +142,93 @@ TOML
         exit 1
     fi
 done
+
+if [ "$LAG_TPS" -gt 0 ]; then
+    banner "the stream's lag during the snapshot, a writer at $LAG_TPS transactions/s"
+    sql -e "CREATE TABLE bench.live (id INT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40)) ENGINE=InnoDB"
+    rm -rf "$tmp/lake" "$tmp/state"
+    read -r file pos _ < <(sql -N -B -e 'SHOW MASTER STATUS')
+    http_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+    cat >"$tmp/sluice.toml" <<TOML
+[source]
+url = "mysql://bench@127.0.0.1:$PORT"
+server_id = 5401
+start = { file = "$file", pos = $pos }
+[filter]
+include = ['bench\..*']
+[sink]
+url = "$tmp/lake"
+[state]
+dir = "$tmp/state"
+[snapshot]
+mode = "initial"
+$SLUICE_SNAPSHOT
+[http]
+listen = "127.0.0.1:$http_port"
+[flush]
+$LAG_FLUSH
+TOML
+    # The writer: paced single-row INSERTs (autocommit: one transaction
+    # each) into one client connection.
+    python3 - "$LAG_TPS" <<'PY' | mariadb --no-defaults --socket="$SOCK" -uroot bench &
+import sys, time
+tps = int(sys.argv[1])
+start = time.time()
+n = 0
+try:
+    while True:
+        due = int((time.time() - start) * tps)
+        while n < due:
+            n += 1
+            sys.stdout.write(f"INSERT INTO live (v, note) VALUES ({n}, 'row {n}');\n")
+        sys.stdout.flush()
+        time.sleep(0.01)
+except BrokenPipeError:
+    pass  # the client was stopped: the benchmark is over
+PY
+    writer=$!
+    SLUICE_SOURCE_PASSWORD=bench RUST_LOG=warn "$SLUICE" run --config "$tmp/sluice.toml" &
+    sluice_pid=$!
+    # Sample the lag every second until the snapshot is done.
+    python3 - "$http_port" "$tmp/lag.tsv" <<'PY'
+import sys, time, urllib.request
+port, out = sys.argv[1], sys.argv[2]
+samples, started = [], time.time()
+seen_running = False
+while time.time() - started < 3600:
+    time.sleep(1)
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except Exception:
+        continue
+    lag, running = None, False
+    for line in text.splitlines():
+        if line.startswith("sluice_lag_seconds "):
+            lag = float(line.split()[-1])
+        # sluice_snapshot_state{table="…",state="running"} 1
+        if line.startswith("sluice_snapshot_state{") and 'state="running"' in line:
+            running = running or float(line.split()[-1]) > 0
+    if running:
+        seen_running = True
+    if lag is not None and lag == lag:
+        samples.append((round(time.time() - started), lag))
+    if seen_running and not running:
+        break
+with open(out, "w") as f:
+    for t, l in samples:
+        f.write(f"{t}\t{l}\n")
+lags = sorted(l for _, l in samples)
+if lags:
+    print(f"lag samples: {len(lags)} over {samples[-1][0]} s; median {lags[len(lags)//2]:.1f} s, "
+          f"p95 {lags[int(len(lags)*0.95)]:.1f} s, max {lags[-1]:.1f} s")
+else:
+    print("no lag samples")
+PY
+    kill "$writer" 2>/dev/null || true
+    kill -TERM "$sluice_pid" 2>/dev/null || true
+    wait "$sluice_pid" 2>/dev/null || true
+    echo "writer committed $(sql -N -B -e 'SELECT COUNT(*) FROM bench.live') rows"
+fi
 
 banner "results ($ROWS rows, median of $RUNS)"
 python3 - "$results" "$ROWS" <<'PY'
