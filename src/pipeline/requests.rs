@@ -32,7 +32,14 @@ use crate::snapshot::{reader, SnapshotProgress, TableSnapshot};
 /// Test hook: `SLUICE_CRASH_AT=after-request-commit` kills the process
 /// (SIGKILL, as `kill -9` would) right after the manifest that adopts a
 /// request commits, before the request object is deleted.
+///
+/// `SLUICE_CRASH_AT=rewind-after-adoption` fails the stream once with a
+/// transient error right after a request is adopted, so the run rewinds to
+/// the last committed manifest before the adoption commits.
 const CRASH_ENV: &str = "SLUICE_CRASH_AT";
+
+/// The rewind hook fires once per process.
+static REWOUND_ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// One table whose snapshot (re)starts.
 #[derive(Debug, Clone)]
@@ -235,6 +242,16 @@ impl Pipeline<'_> {
         self.await_reserved_chunks().await?;
         self.apply_adoptions(&adoptions)?;
         self.requests.adopted.extend(adopted);
+        if self.streamed
+            && std::env::var(CRASH_ENV).as_deref() == Ok("rewind-after-adoption")
+            && !REWOUND_ONCE.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            // Tests: a transient error between the adoption and the
+            // checkpoint that would commit it.
+            return Err(Error::Connection(format!(
+                "{CRASH_ENV}: a transient error after adopting a request (test hook)"
+            )));
+        }
         Ok(())
     }
 

@@ -1030,6 +1030,55 @@ fn wait_for_request_done(lake: &std::path::Path, table: &str, id: &str, run: &Ru
     );
 }
 
+/// A transient error between a request's adoption and the checkpoint that
+/// commits it: the run rewinds to the last manifest, adopts the request
+/// again, and the table's rows come in once.
+#[test]
+fn a_rewind_between_a_requests_adoption_and_its_commit_adopts_it_again() {
+    let (db, lake_dir, _state, mut sluice) = stream_only_lake(1000);
+    sluice
+        .env
+        .push(("SLUICE_CRASH_AT".into(), "rewind-after-adoption".into()));
+    let run = sluice.spawn_run(false);
+    db.sql("UPDATE shop.a SET v = 'before' WHERE id <= 5;");
+    // The stream runs (a transient error before it does ends the run).
+    assert!(wait_until(Duration::from_secs(30), || !manifest_paths(
+        lake_dir.path()
+    )
+    .is_empty()));
+    let id = request_snapshot(&sluice, &["shop.a"]);
+    wait_for_request_done(lake_dir.path(), "shop.a", &id, &run);
+    db.sql("UPDATE shop.a SET v = 'after' WHERE id BETWEEN 6 AND 8;");
+    std::thread::sleep(Duration::from_millis(500));
+    let log = run.log_text();
+    assert!(
+        log.contains("a transient error after adopting a request"),
+        "the hook did not fire:\n{}",
+        tail(&log, 30)
+    );
+    let lake = stop_after_the_snapshot(run, true, &sluice, lake_dir.path());
+    assert_small_table_replays(&db, &lake, "a");
+    let rows = lake.rows("shop.a");
+    assert_eq!(rows.iter().filter(|r| r.op == "snapshot").count(), 1000);
+    let snapshot_ids: BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| r.op == "snapshot")
+        .map(|r| r.values[0].as_deref().unwrap())
+        .collect();
+    assert_eq!(snapshot_ids.len(), 1000, "no row read into the lake twice");
+    let adopting = lake
+        .manifests
+        .iter()
+        .filter(|m| {
+            m["snapshot_requests"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|x| x == id.as_str()))
+        })
+        .count();
+    assert_eq!(adopting, 1, "adopted by exactly one manifest");
+    assert!(request_files(lake_dir.path()).is_empty());
+}
+
 #[test]
 fn a_snapshot_request_is_adopted_by_the_running_sidecar_and_replace_restarts_the_rows() {
     let (db, lake_dir, _state, sluice) = stream_only_lake(1000);
