@@ -276,21 +276,18 @@ impl TableLogs {
                 .then(|| table_names(&t.dir).and_then(|k| schemas.1.get(&k)))
                 .flatten();
             let mut actions = vec![
-                json!({"commitInfo": {
-                    "timestamp": now,
-                    "operation": "WRITE",
-                    "operationParameters": {"mode": "Append"},
-                    "isBlindAppend": true,
-                    "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
-                    "sluice": {
+                commit_info(
+                    now,
+                    true,
+                    json!({
                         "seq": m.seq,
                         "table": table_name,
                         "committed_at": m.committed_at,
                         "cursor": m.cursor,
                         "rows": m.totals.get(&table_name),
                         "renamed_by": renamed_by,
-                    },
-                }}),
+                    }),
+                ),
                 json!({"txn": {"appId": APP_ID, "version": m.seq, "lastUpdated": now}}),
             ];
             // Never lower a protocol: a column's type only widens the union.
@@ -342,11 +339,7 @@ impl TableLogs {
                     if let Some(md) = metadata {
                         state.metadata = Some(md);
                     }
-                    if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
-                        if let Err(e) = checkpoint(store, &t.dir, version).await {
-                            tracing::warn!(table = %table_name, version, error = %e, "could not write a Delta checkpoint; readers replay the commits instead");
-                        }
-                    }
+                    checkpoint_if_due(store, &t.dir, version).await;
                     return Ok(true);
                 }
                 log::Put::Taken => {
@@ -392,17 +385,14 @@ impl TableLogs {
         let live = log::load(store, dir, true).await?;
         let version = live.version.map_or(0, |v| v + 1);
         let now = chrono::Utc::now().timestamp_millis();
-        let mut actions = vec![json!({"commitInfo": {
-            "timestamp": now,
-            "operation": "WRITE",
-            "operationParameters": {"mode": "Overwrite"},
-            "isBlindAppend": false,
-            "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
-            "sluice": {
+        let mut actions = vec![commit_info(
+            now,
+            false,
+            json!({
                 "table": table_name,
                 "rewritten": "a column changed to another type: the files of the old type are copied in the new one",
-            },
-        }})];
+            }),
+        )];
         let raise = live
             .protocol
             .as_ref()
@@ -433,11 +423,7 @@ impl TableLogs {
         match log::put_commit(store, dir, version, &actions).await? {
             log::Put::Written => {
                 tracing::info!(table = %table_name, version, files = copies, "a column changed its type: the Delta table's files are rewritten in the new type");
-                if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
-                    if let Err(e) = checkpoint(store, dir, version).await {
-                        tracing::warn!(table = %table_name, version, error = %e, "could not write a Delta checkpoint; readers replay the commits instead");
-                    }
-                }
+                checkpoint_if_due(store, dir, version).await;
             }
             log::Put::Taken => {
                 return Err(Error::Lake(format!(
@@ -522,6 +508,30 @@ impl TableLogs {
 }
 
 /// Rewrites the checkpoint of `version` from the log.
+/// The `commitInfo` action of a commit sluice writes: an append (the
+/// changelog) or an overwrite (a rewrite, a fold), with sluice's own facts.
+fn commit_info(now_ms: i64, append: bool, sluice: serde_json::Value) -> serde_json::Value {
+    json!({"commitInfo": {
+        "timestamp": now_ms,
+        "operation": "WRITE",
+        "operationParameters": {"mode": if append { "Append" } else { "Overwrite" }},
+        "isBlindAppend": append,
+        "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
+        "sluice": sluice,
+    }})
+}
+
+/// After `version` of the table at `dir` committed: a Delta checkpoint
+/// every [`CHECKPOINT_INTERVAL`] versions. A failure is logged only (readers
+/// replay the commits instead).
+async fn checkpoint_if_due(store: &dyn ObjectStore, dir: &Path, version: u64) {
+    if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
+        if let Err(e) = checkpoint(store, dir, version).await {
+            tracing::warn!(%dir, version, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not write a Delta checkpoint; readers replay the commits instead");
+        }
+    }
+}
+
 async fn checkpoint(store: &dyn ObjectStore, dir: &Path, version: u64) -> Result<()> {
     let state = log::load(store, dir, true).await?;
     if state.version != Some(version) {

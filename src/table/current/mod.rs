@@ -324,20 +324,17 @@ async fn end_table(ctx: &Ctx<'_>, t: &FoldTable) -> Result<FoldReport> {
 fn commit_head(ctx: &Ctx<'_>, t: &FoldTable, kind: &str) -> Vec<Value> {
     let now = chrono::Utc::now().timestamp_millis();
     vec![
-        json!({"commitInfo": {
-            "timestamp": now,
-            "operation": "WRITE",
-            "operationParameters": {"mode": "Overwrite"},
-            "isBlindAppend": false,
-            "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
-            "sluice": {
+        super::commit_info(
+            now,
+            false,
+            json!({
                 "seq": ctx.s1,
                 "table": t.name(),
                 "fold": kind,
                 "committed_at": ctx.target.committed_at,
                 "cursor": ctx.target.cursor,
-            },
-        }}),
+            }),
+        ),
         json!({"txn": {"appId": APP_ID, "version": ctx.s1, "lastUpdated": now}}),
     ]
 }
@@ -362,11 +359,7 @@ async fn commit(ctx: &Ctx<'_>, dir: &Path, version: u64, actions: Vec<Value>) ->
             )))
         }
     }
-    if version > 0 && version % super::CHECKPOINT_INTERVAL == 0 {
-        if let Err(e) = super::checkpoint(ctx.store.as_ref(), dir, version).await {
-            tracing::warn!(%dir, version, error = %e, "could not write a Delta checkpoint of a current table");
-        }
-    }
+    super::checkpoint_if_due(ctx.store.as_ref(), dir, version).await;
     Ok(())
 }
 
