@@ -15,13 +15,15 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::commit::Manifest;
-use crate::config::CurrentConfig;
+use crate::config::{Config, CurrentConfig};
 use crate::error::Result;
 use crate::schema::history::SchemaHistory;
 use crate::table::current::{fold, FoldJob, FoldReport, FoldTable};
 
 pub struct CurrentFolds {
     config: CurrentConfig,
+    memory_budget: usize,
+    spill_dir: std::path::PathBuf,
     started: Option<Instant>,
     /// A committed manifest is not folded yet (a fold was running, or
     /// `refresh` had not passed): the stream's tick starts it later.
@@ -35,10 +37,21 @@ pub struct CurrentFolds {
     tables: Vec<String>,
 }
 
+/// The fold's share of `flush.max_buffer_bytes` (a quarter when folds are
+/// on, else none); the stream's buffers get the rest.
+pub fn fold_share(config: &Config) -> usize {
+    match config.current.enabled {
+        true => config.flush.max_buffer_bytes / 4,
+        false => 0,
+    }
+}
+
 impl CurrentFolds {
-    pub fn new(config: &CurrentConfig) -> Self {
+    pub fn new(config: &Config) -> Self {
         CurrentFolds {
-            config: config.clone(),
+            config: config.current.clone(),
+            memory_budget: fold_share(config),
+            spill_dir: config.state_dir.join("fold-spill"),
             started: None,
             behind: false,
             running: None,
@@ -65,6 +78,8 @@ impl CurrentFolds {
             target: m.clone(),
             tables,
             target_file_bytes: self.config.target_file_bytes as u64,
+            memory_budget: self.memory_budget,
+            spill_dir: self.spill_dir.clone(),
         })
     }
 
@@ -103,7 +118,7 @@ impl CurrentFolds {
                     .iter()
                     .map(|t| format!("{}.{}", t.db, t.table))
                     .collect();
-                self.running = Some(tokio::spawn(timed_fold(store.clone(), job)));
+                self.running = Some(spawn_fold(store.clone(), job));
             }
             Err(e) => warn!(error = %e, "could not plan a fold of the current tables"),
         }
@@ -173,7 +188,15 @@ impl CurrentFolds {
 /// Runs a fold to its end (shutdown, end of `--until-caught-up`).
 pub async fn fold_now(store: Arc<dyn ObjectStore>, job: FoldJob) {
     // A task of its own, so that a bug in a fold cannot take the run down.
-    log_outcome(Some(tokio::spawn(timed_fold(store, job)).await));
+    log_outcome(Some(spawn_fold(store, job).await));
+}
+
+/// Runs a fold on a thread of the blocking pool: its decoding, sorting and
+/// encoding never hold up the runtime's workers, which run the stream; its
+/// I/O still goes through the runtime.
+fn spawn_fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> JoinHandle<Result<(FoldReport, u128)>> {
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || runtime.block_on(timed_fold(store, job)))
 }
 
 async fn timed_fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<(FoldReport, u128)> {
@@ -196,6 +219,7 @@ fn log_outcome(done: Option<Outcome>) -> bool {
             files_removed = r.files_removed,
             bytes_added = r.bytes_added,
             bytes_removed = r.bytes_removed,
+            spilled_runs = r.spilled_runs,
             "current tables folded"
         ),
         Some(Ok(Ok(_))) => {}
@@ -217,11 +241,14 @@ mod tests {
     use std::time::Duration;
 
     fn folds() -> CurrentFolds {
-        let mut f = CurrentFolds::new(&CurrentConfig {
-            enabled: true,
-            refresh: Duration::from_secs(60),
-            target_file_bytes: 1 << 20,
-        });
+        let mut config = Config::parse(
+            "[source]\nurl = \"mysql://repl@127.0.0.1:3307\"\nserver_id = 7\n\
+             [sink]\nurl = \"/tmp/lake\"\n[current]\nenabled = true\n",
+        )
+        .unwrap();
+        config.current.target_file_bytes = 1 << 20;
+        config.current.refresh = Duration::from_secs(60);
+        let mut f = CurrentFolds::new(&config);
         f.tables = vec!["shop.t".into()];
         f
     }

@@ -372,7 +372,7 @@ pub async fn run(
         file_ops: HashMap::new(),
         read_ts: 0,
         idle: false,
-        current: current::CurrentFolds::new(&config.current),
+        current: current::CurrentFolds::new(config),
     };
     p.metrics.set_committed_position(&p.cursor);
     p.start_snapshot_work(widened).await?;
@@ -1310,7 +1310,7 @@ impl Pipeline<'_> {
         for name in full {
             self.flush_table(&name).await?;
         }
-        let limit = self.config.flush.max_buffer_bytes;
+        let limit = self.config.flush.max_buffer_bytes - current::fold_share(self.config);
         let open = |p: &Self| p.buffers.values().map(|b| b.approx_bytes()).sum::<usize>();
         while open(self) > limit / 2 {
             let largest = self

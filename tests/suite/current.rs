@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use crate::common::*;
 use crate::delta::{delta_commits, read_delta};
@@ -111,6 +112,7 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
          CREATE TABLE shop.d (id INT PRIMARY KEY, v INT);
          CREATE TABLE shop.r (id INT PRIMARY KEY, v VARCHAR(10));
          CREATE TABLE shop.nokey (a INT, b INT);
+         CREATE TABLE shop.c1 (id INT PRIMARY KEY, v VARCHAR(10));
          CREATE TABLE shop.k (id INT PRIMARY KEY, g INT NOT NULL, v VARCHAR(10));",
     );
     let lake = tempfile::tempdir().unwrap();
@@ -128,6 +130,7 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
          INSERT INTO shop.d VALUES (1, 1);
          INSERT INTO shop.r VALUES (1, 'x'), (2, 'y');
          INSERT INTO shop.nokey VALUES (1, 1), (1, 1);
+         INSERT INTO shop.c1 VALUES (1, 'p'), (2, 'q');
          INSERT INTO shop.k VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c');",
     );
     sluice.run_until_caught_up_ok();
@@ -157,6 +160,10 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
          RENAME TABLE shop.r TO shop.r2;
          UPDATE shop.r2 SET v = 'y2' WHERE id = 2;
          INSERT INTO shop.r2 VALUES (3, 'z');
+         RENAME TABLE shop.c1 TO shop.c2;
+         UPDATE shop.c2 SET v = 'q2' WHERE id = 2;
+         RENAME TABLE shop.c2 TO shop.c3;
+         INSERT INTO shop.c3 VALUES (3, 'r');
          ALTER TABLE shop.k DROP PRIMARY KEY, ADD PRIMARY KEY (g, id);
          UPDATE shop.k SET v = 'b2' WHERE id = 2;
          INSERT INTO shop.k VALUES (4, 5, 'd');",
@@ -211,8 +218,16 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
         &source_rows(&db, "r2", &["id", "v"]),
         &current_rows(&r2, &["id", "v"], None),
     );
-    // The dropped table and the renamed table's old name end empty.
-    for gone in ["d", "r"] {
+    // A chain of renames within one refresh: the last name holds the rows.
+    let c3 = current_dir(lake.path(), &db, "c3");
+    assert_same_table(
+        "shop.c3 after RENAME TABLE c1 TO c2, c2 TO c3",
+        &source_rows(&db, "c3", &["id", "v"]),
+        &current_rows(&c3, &["id", "v"], None),
+    );
+    assert_eq!(source_rows(&db, "c3", &["id", "v"]).len(), 3);
+    // The dropped table and the renamed tables' old names end empty.
+    for gone in ["d", "r", "c1", "c2"] {
         let dir = current_dir(lake.path(), &db, gone);
         assert!(
             current_rows(&dir, &["id", "v"], None).is_empty(),
@@ -360,9 +375,138 @@ fn fold_figures(stderr: &[u8], key: &str) -> u64 {
         .sum()
 }
 
+/// A seeded random workload (inserts anywhere in the key space, updates,
+/// deletes and key moves, in ranges and one by one) over several folds, with
+/// the smallest memory share, so that folds spill sorted runs to disk, and
+/// 8 KiB files, so that they touch and split many key ranges: after each
+/// fold the current table equals the source for every reader.
+/// `SLUICE_TEST_SEED` replays a run.
+#[test]
+fn random_changes_fold_to_the_source_through_spills_and_many_files() {
+    let seed: u64 = std::env::var("SLUICE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_2026_1201);
+    println!("SLUICE_TEST_SEED={seed}");
+    let mut state_rng = seed | 1;
+    let mut rng = move |n: u64| {
+        state_rng ^= state_rng << 13;
+        state_rng ^= state_rng >> 7;
+        state_rng ^= state_rng << 17;
+        state_rng % n
+    };
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.rnd (id INT PRIMARY KEY, g VARCHAR(12), v BIGINT, note VARCHAR(120));",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.max_buffer_bytes = "1MiB".into();
+    sluice.extra =
+        "[current]\nenabled = true\nrefresh = \"1h\"\ntarget_file_size = \"8KiB\"\n".into();
+    let dir = current_dir(lake.path(), &db, "rnd");
+    let cols = ["id", "g", "v", "note"];
+    let mut live: BTreeSet<u64> = BTreeSet::new();
+    const SPACE: u64 = 60_000;
+    let mut spilled = 0;
+    for round in 0..4 {
+        let mut sql = String::from("BEGIN;\n");
+        let value = |id: u64, r: u64| {
+            let note = match r % 5 {
+                0 => "NULL".to_string(),
+                1 => format!("'ünï {r} ✓'"),
+                _ => format!("'{}'", "x".repeat((r % 100) as usize)),
+            };
+            format!("({id}, 'g{}', {}, {note})", r % 7, r as i64 - 500_000)
+        };
+        let inserts = if round == 0 { 20_000 } else { 1_500 };
+        let mut rows = Vec::new();
+        while rows.len() < inserts {
+            let id = 1 + rng(SPACE);
+            if live.insert(id) {
+                rows.push(value(id, rng(1_000_000)));
+            }
+        }
+        for chunk in rows.chunks(500) {
+            sql += &format!("INSERT INTO shop.rnd VALUES {};\n", chunk.join(", "));
+        }
+        for _ in 0..if round == 0 { 50 } else { 400 } {
+            let at = 1 + rng(SPACE);
+            match rng(10) {
+                0..=3 => {
+                    sql += &format!(
+                        "UPDATE shop.rnd SET v = v + {}, note = IF(note IS NULL, 'was null', NULL) WHERE id BETWEEN {at} AND {};\n",
+                        rng(100),
+                        at + rng(300)
+                    );
+                }
+                4..=5 => {
+                    let to = at + rng(200);
+                    sql += &format!("DELETE FROM shop.rnd WHERE id BETWEEN {at} AND {to};\n");
+                    let gone: Vec<u64> = live.range(at..=to).copied().collect();
+                    for id in gone {
+                        live.remove(&id);
+                    }
+                }
+                6..=7 => {
+                    // A key move to a free key, anywhere.
+                    if let Some(&from) = live.range(at..).next() {
+                        let to = 1 + rng(SPACE);
+                        if !live.contains(&to) {
+                            sql += &format!(
+                                "UPDATE shop.rnd SET id = {to}, g = 'moved' WHERE id = {from};\n"
+                            );
+                            live.remove(&from);
+                            live.insert(to);
+                        }
+                    }
+                }
+                _ => {
+                    let id = 1 + rng(SPACE);
+                    if live.insert(id) {
+                        sql += &format!(
+                            "INSERT INTO shop.rnd VALUES {};\n",
+                            value(id, rng(1_000_000))
+                        );
+                    }
+                }
+            }
+        }
+        sql += "COMMIT;\n";
+        db.sql(&sql);
+        let out = sluice.run_until_caught_up_ok();
+        spilled += fold_figures(&out.stderr, "spilled_runs");
+        let source = source_rows(&db, "rnd", &cols);
+        assert_eq!(source.len(), live.len(), "round {round}: the model drifted");
+        assert_same_table(
+            &format!("shop.rnd after round {round} (seed {seed})"),
+            &source,
+            &current_rows(&dir, &cols, None),
+        );
+    }
+    assert!(
+        spilled > 0,
+        "no fold spilled: the test does not cover spills"
+    );
+    let files = delta_commits(&dir)
+        .into_iter()
+        .flat_map(|(_, a)| a)
+        .filter(|a| a.get("add").is_some())
+        .count();
+    assert!(
+        files > 20,
+        "only {files} files were written: ranges barely split"
+    );
+    assert_no_orphans(&dir);
+}
+
 /// Fold cost per changed row and per table size (BENCHMARKS.md, "Current-state
 /// tables"). Not a test: `benches/current.sh` runs it.
-/// BENCH_ROWS: comma-separated table sizes; BENCH_FILE_SIZE: target_file_size.
+/// BENCH_ROWS: comma-separated table sizes; BENCH_FILE_SIZE: target_file_size;
+/// BENCH_BACKEND=s3: the lake in a moto_server bucket. Each step's peak RSS is
+/// that of the whole `sluice run --until-caught-up` (stream and fold).
 #[test]
 #[ignore]
 fn bench_fold_cost() {
@@ -372,24 +516,32 @@ fn bench_fold_cost() {
         .map(|s| s.trim().parse().expect("BENCH_ROWS: numbers"))
         .collect();
     let file_size = std::env::var("BENCH_FILE_SIZE").unwrap_or_else(|_| "4MiB".into());
-    println!("| rows | fold | changed rows | ms | ms per 1000 changed | bytes removed | bytes added | table bytes |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let backend = match std::env::var("BENCH_BACKEND").as_deref() {
+        Ok("s3") => Backend::S3,
+        _ => Backend::Local,
+    };
+    println!("| rows | fold | changed rows | ms | ms per 1000 changed | bytes removed | bytes added | table bytes | peak RSS MiB |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for rows in sizes {
         let db = MariaDb::start();
         db.sql(
             "CREATE DATABASE shop;
              CREATE TABLE shop.big (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(40));",
         );
-        let lake = tempfile::tempdir().unwrap();
+        let test_lake = TestLake::new(backend);
         let state = tempfile::tempdir().unwrap();
-        let mut sluice = Sluice::new(&db, lake.path(), state.path());
-        sluice.timeout = std::time::Duration::from_secs(1800);
+        let mut sluice = test_lake.sluice(&db, state.path());
+        sluice.timeout = std::time::Duration::from_secs(3600);
         sluice.extra = format!(
             "[current]\nenabled = true\nrefresh = \"1h\"\ntarget_file_size = \"{file_size}\"\n"
         );
-        db.sql(&format!(
-            "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{rows};"
-        ));
+        // In steps of a million rows: one transaction per step.
+        for from in (0..rows).step_by(1_000_000) {
+            let n = (rows - from).min(1_000_000);
+            db.sql(&format!(
+                "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{n};"
+            ));
+        }
         let one = rows / 100;
         let steps = [
             ("build", String::new()),
@@ -408,8 +560,26 @@ fn bench_fold_cost() {
             if !sql.is_empty() {
                 db.sql(&sql);
             }
-            let out = sluice.run_until_caught_up_ok();
-            let dir = current_dir(lake.path(), &db, "big");
+            let run = sluice.command(&["run", "--until-caught-up"]);
+            let out = Command::new("/usr/bin/time")
+                .args(["-f", "peak_rss_kib=%M"])
+                .arg(run.get_program())
+                .args(run.get_args())
+                .envs(run.get_envs().filter_map(|(k, v)| Some((k, v?))))
+                .output()
+                .expect("run sluice under /usr/bin/time");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let rss_kib: u64 = String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .find_map(|l| l.strip_prefix("peak_rss_kib="))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("peak RSS from /usr/bin/time");
+            let lake = test_lake.read();
+            let dir = current_dir(&lake.root, &db, "big");
             let live: u64 = {
                 let mut live: BTreeMap<String, u64> = BTreeMap::new();
                 for (_, actions) in delta_commits(&dir) {
@@ -430,10 +600,11 @@ fn bench_fold_cost() {
             let ms = fold_figures(&out.stderr, "ms");
             let changed = fold_figures(&out.stderr, "changed_rows");
             println!(
-                "| {rows} | {name} | {changed} | {ms} | {:.1} | {} | {} | {live} |",
+                "| {rows} | {name} | {changed} | {ms} | {:.1} | {} | {} | {live} | {} |",
                 ms as f64 * 1000.0 / changed.max(1) as f64,
                 fold_figures(&out.stderr, "bytes_removed"),
                 fold_figures(&out.stderr, "bytes_added"),
+                rss_kib / 1024,
             );
         }
     }

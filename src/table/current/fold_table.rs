@@ -1,24 +1,103 @@
 //! The fold of one table: the changes since its last fold, applied to the
-//! files that hold their keys, in one Delta commit. Memory holds the changes
-//! and one file's rows (plus its rewrite) at a time.
+//! files that hold their keys, in one Delta commit.
+//!
+//! Memory is bounded: the changes go through a [`Sorter`] (sorted runs
+//! spilled to local disk past the fold's budget) and come back in key order
+//! one small batch at a time; the table's files are read one row group at a
+//! time and new files are written as they fill, so a fold holds a run's
+//! worth of changes, a row group of the file it merges into and the row
+//! group it writes.
 
 use std::collections::BTreeMap;
 
+use std::ops::Range;
+
+use arrow::array::{BinaryArray, BooleanArray};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, TryFutureExt, TryStreamExt};
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStream};
+use parquet::arrow::{AsyncArrowWriter, ParquetRecordBatchStreamBuilder};
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+
+use super::apply::{place, Place};
+use super::sort::{Merge, Sorter, KEY, REMOVED, VALUES};
 use super::*;
 
-/// Rows of changelog files (and, when the key changed, of the table's own
-/// files), in the current table's shape.
-struct ChangeRows {
-    batches: Vec<RecordBatch>,
-    /// `(batch, row)` of each row a [`ChangeSet`] names.
-    rows: Vec<(usize, usize)>,
-    set: ChangeSet,
+/// Rows per batch read from a Parquet file.
+const READ_BATCH_ROWS: usize = 4096;
+/// Row groups of a current table's files stay below this (encoded), so that
+/// reading or writing one holds little.
+const ROW_GROUP_BYTES: usize = 8 << 20;
+
+/// A Parquet file in the store, read by ranges.
+struct StoreFile {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
 }
 
-async fn decode(bytes: bytes::Bytes) -> Result<RecordBatch> {
-    tokio::task::spawn_blocking(move || crate::sink::decode_parquet(bytes))
-        .await
-        .map_err(|e| Error::Lake(format!("current table: a decode task failed: {e}")))?
+fn parquet_err(e: object_store::Error) -> parquet::errors::ParquetError {
+    parquet::errors::ParquetError::External(Box::new(e))
+}
+
+impl AsyncFileReader for StoreFile {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        self.store
+            .get_range(&self.path, range)
+            .map_err(parquet_err)
+            .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            self.store
+                .get_ranges(&self.path, &ranges)
+                .await
+                .map_err(parquet_err)
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let size = self.size;
+            let metadata = ParquetMetaDataReader::new()
+                .with_arrow_reader_options(options)
+                .load_and_finish(self, size)
+                .await?;
+            Ok(Arc::new(metadata))
+        }
+        .boxed()
+    }
+}
+
+/// The batches of a Parquet file in the store, one row group at a time.
+async fn open_parquet(
+    store: &Arc<dyn ObjectStore>,
+    path: Path,
+    size: Option<u64>,
+) -> Result<ParquetRecordBatchStream<StoreFile>> {
+    let size = match size.filter(|s| *s > 0) {
+        Some(s) => s,
+        None => store.head(&path).await?.size,
+    };
+    let file = StoreFile {
+        store: store.clone(),
+        path,
+        size,
+    };
+    Ok(ParquetRecordBatchStreamBuilder::new(file)
+        .await?
+        .with_batch_size(READ_BATCH_ROWS)
+        .build()?)
 }
 
 fn key_rows(conv: &RowConverter, batch: &RecordBatch, key_idx: &[usize]) -> Result<Rows> {
@@ -39,126 +118,116 @@ struct Target<'a> {
     key_idx: Vec<usize>,
 }
 
-/// Reads the changelog files after `folded` and applies them in `_seq` order.
+/// Reads the changelog files after `folded` into `sorter`.
 async fn read_change_rows(
     ctx: &Ctx<'_>,
     t: &FoldTable,
     files: &[(u64, DataFile)],
     folded: u64,
     target: &Target<'_>,
-) -> Result<ChangeRows> {
+    sorter: &mut Sorter,
+) -> Result<()> {
     let (tv, schema, conv, key_idx) =
         (target.tv, &target.schema, &target.conv, &target.key_idx[..]);
     let ncols = tv.schema.columns.len();
-    let mut batches = Vec::new();
-    // (_seq, batch, row, op, key, before key)
-    let mut entries: Vec<(i64, usize, usize, Op)> = Vec::new();
-    let mut keys: Vec<Rows> = Vec::new();
     for (_, f) in files.iter().filter(|(seq, _)| *seq > folded) {
-        let bytes = ctx.store.get(&stored_path(&f.path)).await?.bytes().await?;
-        let batch = decode(bytes).await?;
         let sources = shape::origins(&t.versions, f.schema_version, tv.schema.version);
-        let mut cols = shape::project(&batch, &sources, schema, ncols)?;
-        let column = |name: &str| {
-            batch
-                .column_by_name(name)
-                .cloned()
-                .ok_or_else(|| lake_err(t, format!("changelog file {} has no {name}", f.path)))
-        };
-        let seq = cast(&column("_seq")?, &DataType::Int64).map_err(|e| lake_err(t, e))?;
-        let ts = cast(
-            &column("_ts")?,
-            &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
-        )
-        .map_err(|e| lake_err(t, e))?;
-        let ops = cast(&column("_op")?, &DataType::Utf8).map_err(|e| lake_err(t, e))?;
-        cols.push(seq.clone());
-        cols.push(ts);
-        let values = RecordBatch::try_new(schema.clone(), cols).map_err(|e| lake_err(t, e))?;
-        let krows = key_rows(conv, &values, key_idx)?;
-        let before = shape::project_before(&batch, &sources, schema, ncols)?;
-        let brows = match before {
-            Some(b) => {
-                let cols: Vec<ArrayRef> = key_idx.iter().map(|i| b[*i].clone()).collect();
-                Some(conv.convert_columns(&cols).map_err(|e| lake_err(t, e))?)
-            }
-            None => None,
-        };
-        let seqs = seq.as_primitive::<arrow::datatypes::Int64Type>();
-        let ops = ops.as_string::<i32>();
-        let b = batches.len();
-        for r in 0..values.num_rows() {
-            let op = match ops.value(r) {
-                "insert" | "snapshot" => Op::Put,
-                "update" => match &brows {
-                    Some(br) => Op::Update {
-                        before: br.row(r).as_ref().to_vec(),
-                    },
-                    None => Op::Put,
-                },
-                "delete" => Op::Delete,
-                "truncate" => Op::Truncate,
-                other => {
-                    return Err(lake_err(
-                        t,
-                        format!("changelog file {} has a row with _op `{other}`", f.path),
-                    ))
-                }
+        let mut stream = open_parquet(&ctx.store, stored_path(&f.path), Some(f.bytes)).await?;
+        while let Some(batch) = stream.try_next().await? {
+            let mut cols = shape::project(&batch, &sources, schema, ncols)?;
+            let column = |name: &str| {
+                batch
+                    .column_by_name(name)
+                    .cloned()
+                    .ok_or_else(|| lake_err(t, format!("changelog file {} has no {name}", f.path)))
             };
-            entries.push((seqs.value(r), b, r, op));
+            let seq = cast(&column("_seq")?, &DataType::Int64).map_err(|e| lake_err(t, e))?;
+            let ts = cast(
+                &column("_ts")?,
+                &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            )
+            .map_err(|e| lake_err(t, e))?;
+            let ops = cast(&column("_op")?, &DataType::Utf8).map_err(|e| lake_err(t, e))?;
+            cols.push(seq.clone());
+            cols.push(ts);
+            let values = RecordBatch::try_new(schema.clone(), cols).map_err(|e| lake_err(t, e))?;
+            let krows = key_rows(conv, &values, key_idx)?;
+            // The before image's key of each update that moves its row.
+            let before = shape::project_before(&batch, &sources, schema, ncols)?;
+            let brows = match &before {
+                Some(b) => {
+                    let cols: Vec<ArrayRef> = key_idx.iter().map(|i| b[*i].clone()).collect();
+                    Some(conv.convert_columns(&cols).map_err(|e| lake_err(t, e))?)
+                }
+                None => None,
+            };
+            let moved: Vec<bool> = (0..values.num_rows())
+                .map(|r| match (&before, &brows) {
+                    (Some(b), Some(br)) => !b[key_idx[0]].is_null(r) && br.row(r) != krows.row(r),
+                    _ => false,
+                })
+                .collect();
+            let kb = sorter.add_keys(krows);
+            let bb = brows.map(|br| sorter.add_keys(br));
+            let seqs = seq.as_primitive::<arrow::datatypes::Int64Type>();
+            let ops = ops.as_string::<i32>();
+            let n = values.num_rows();
+            let vb = sorter.add_values(values);
+            for (r, moved) in moved.into_iter().enumerate().take(n) {
+                let (s, at) = (seqs.value(r), r as u32);
+                match ops.value(r) {
+                    "insert" | "snapshot" => sorter.put(s, (kb, at), (vb, at)),
+                    "update" => {
+                        // A key move: the before image's key is gone.
+                        if let (Some(bk), true) = (bb, moved) {
+                            sorter.remove(s, (bk, at));
+                        }
+                        sorter.put(s, (kb, at), (vb, at));
+                    }
+                    "delete" => sorter.remove(s, (kb, at)),
+                    "truncate" => sorter.truncate(s),
+                    other => {
+                        return Err(lake_err(
+                            t,
+                            format!("changelog file {} has a row with _op `{other}`", f.path),
+                        ))
+                    }
+                }
+            }
+            sorter.spill_if_full()?;
         }
-        batches.push(values);
-        keys.push(krows);
     }
-    entries.sort_by_key(|e| e.0);
-    let mut out = ChangeRows {
-        batches,
-        rows: Vec::with_capacity(entries.len()),
-        set: ChangeSet::default(),
-    };
-    for (_, b, r, op) in entries {
-        let key = keys[b].row(r).as_ref().to_vec();
-        out.set.apply(op, key, out.rows.len());
-        out.rows.push((b, r));
-    }
-    Ok(out)
+    Ok(())
 }
 
-/// One file to write: the rows and an estimate of their encoded size.
+/// A file being written.
+struct OpenFile {
+    writer: AsyncArrowWriter<object_store::buffered::BufWriter>,
+    name: String,
+    first: Vec<u8>,
+    last: Vec<u8>,
+}
+
+/// The new files of a fold, written as rows arrive in key order and cut
+/// near the target size; each file's key range goes into its `add` tags.
 struct Output<'a> {
     ctx: &'a Ctx<'a>,
     dir: &'a Path,
-    conv: &'a RowConverter,
-    key_idx: &'a [usize],
+    schema: SchemaRef,
+    open: Option<OpenFile>,
     adds: Vec<Value>,
     written: Vec<Path>,
     n: usize,
-    bytes: u64,
 }
 
 impl Output<'_> {
-    async fn write(&mut self, batch: RecordBatch, est_bytes: u64) -> Result<()> {
+    /// Appends rows whose keys run from `first` to `last`, all after the
+    /// rows before them.
+    async fn push(&mut self, batch: &RecordBatch, first: &[u8], last: &[u8]) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let per = apply::split_rows(batch.num_rows(), est_bytes, self.ctx.target_bytes);
-        let mut start = 0;
-        while start < batch.num_rows() {
-            let len = per.min(batch.num_rows() - start);
-            let chunk = batch.slice(start, len);
-            start += len;
-            let keys = key_rows(self.conv, &chunk, self.key_idx)?;
-            let first = hex(keys.row(0).as_ref());
-            let last = hex(keys.row(len - 1).as_ref());
-            let encoded = tokio::task::spawn_blocking(move || crate::sink::encode_parquet(&chunk))
-                .await
-                .map_err(|e| Error::Lake(format!("current table: an encode task failed: {e}")))??;
-            let encoded = bytes::Bytes::from(encoded);
-            let meta = parquet::arrow::arrow_reader::ArrowReaderMetadata::load(
-                &encoded,
-                Default::default(),
-            )?;
-            let stats = super::super::stats::stats(meta.metadata());
+        if self.open.is_none() {
             let name = format!(
                 "current-{:020}-{:05}-{}.parquet",
                 self.ctx.s1,
@@ -167,31 +236,240 @@ impl Output<'_> {
             );
             self.n += 1;
             let path = self.dir.clone().join(name.as_str());
-            let size = encoded.len() as u64;
-            self.ctx.store.put(&path, PutPayload::from(encoded)).await?;
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_compression(parquet::basic::Compression::ZSTD(
+                    parquet::basic::ZstdLevel::try_new(1)?,
+                ))
+                .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
+                .set_dictionary_enabled(false)
+                .build();
+            let upload =
+                object_store::buffered::BufWriter::new(self.ctx.store.clone(), path.clone());
+            let writer = AsyncArrowWriter::try_new(upload, self.schema.clone(), Some(props))?;
             self.written.push(path);
-            if std::env::var_os(ABORT_IN_FOLD).is_some() {
-                // Tests: a kill in the middle of a fold.
-                std::process::abort();
-            }
-            self.bytes += size;
-            self.adds.push(json!({"add": {
-                "path": name,
-                "partitionValues": {},
-                "size": size,
-                "modificationTime": chrono::Utc::now().timestamp_millis(),
-                "dataChange": true,
-                "stats": stats.to_string(),
-                "tags": {TAG_FIRST: first, TAG_LAST: last},
-            }}));
+            self.open = Some(OpenFile {
+                writer,
+                name,
+                first: first.to_vec(),
+                last: Vec::new(),
+            });
         }
+        let Some(open) = self.open.as_mut() else {
+            return Ok(());
+        };
+        open.writer.write(batch).await?;
+        open.last = last.to_vec();
+        let size = open.writer.bytes_written() + open.writer.in_progress_size();
+        if size as u64 >= self.ctx.target_bytes {
+            self.cut().await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the file being written: what comes next starts a new one.
+    async fn cut(&mut self) -> Result<()> {
+        let Some(mut open) = self.open.take() else {
+            return Ok(());
+        };
+        let meta = open.writer.finish().await?;
+        let size = open.writer.bytes_written() as u64;
+        if std::env::var_os(ABORT_IN_FOLD).is_some() {
+            // Tests: a kill in the middle of a fold.
+            std::process::abort();
+        }
+        let stats = super::super::stats::stats(&meta);
+        self.adds.push(json!({"add": {
+            "path": open.name,
+            "partitionValues": {},
+            "size": size,
+            "modificationTime": chrono::Utc::now().timestamp_millis(),
+            "dataChange": true,
+            "stats": stats.to_string(),
+            "tags": {TAG_FIRST: hex(&open.first), TAG_LAST: hex(&open.last)},
+        }}));
         Ok(())
     }
 }
 
-fn pick(sources: &[&RecordBatch], indices: &[(usize, usize)]) -> Result<RecordBatch> {
-    interleave_record_batch(sources, indices)
-        .map_err(|e| Error::Lake(format!("current table: merging rows: {e}")))
+/// Rows picked for the output, in key order: `(0, row)` of the file batch
+/// being merged, `(1, row)` of the change batch.
+type Picks = Vec<(usize, usize)>;
+
+/// Applies changes in key order to the files of a current table.
+struct Applier<'a> {
+    ctx: &'a Ctx<'a>,
+    dir: &'a Path,
+    target: &'a Target<'a>,
+    reshape: Option<&'a [Option<String>]>,
+    files: &'a [(String, FileRange, u64)],
+    ranges: &'a [FileRange],
+    merge: Merge,
+    /// The change batch: its rows (the table's columns), keys, removals,
+    /// and the next row to apply.
+    changes: RecordBatch,
+    keys: BinaryArray,
+    removed: BooleanArray,
+    next: usize,
+    /// The file batch being merged and its keys.
+    file: RecordBatch,
+    file_keys: Option<Rows>,
+    picks: Picks,
+    out: Output<'a>,
+    /// The files read and rewritten.
+    rewritten: Vec<&'a String>,
+}
+
+impl<'a> Applier<'a> {
+    fn empty(&self) -> RecordBatch {
+        RecordBatch::new_empty(self.target.schema.clone())
+    }
+
+    /// Writes the picked rows out.
+    async fn flush(&mut self) -> Result<()> {
+        let (Some(&(fs, fr)), Some(&(ls, lr))) = (self.picks.first(), self.picks.last()) else {
+            return Ok(());
+        };
+        let key = |src: usize, row: usize| -> Vec<u8> {
+            match (src, &self.file_keys) {
+                (0, Some(k)) => k.row(row).as_ref().to_vec(),
+                _ => self.keys.value(row).to_vec(),
+            }
+        };
+        let (first, last) = (key(fs, fr), key(ls, lr));
+        let batch = interleave_record_batch(&[&self.file, &self.changes], &self.picks)
+            .map_err(|e| Error::Lake(format!("current table: merging rows: {e}")))?;
+        self.picks.clear();
+        self.out.push(&batch, &first, &last).await
+    }
+
+    /// Whether a change is left; loads the next change batch (after writing
+    /// out the rows picked from this one).
+    async fn ready(&mut self) -> Result<bool> {
+        if self.next < self.changes.num_rows() {
+            return Ok(true);
+        }
+        self.flush().await?;
+        let Some(batch) = self.merge.next_batch()? else {
+            self.changes = self.empty();
+            return Ok(false);
+        };
+        self.keys = batch.column(KEY).as_binary::<i32>().clone();
+        self.removed = batch.column(REMOVED).as_boolean().clone();
+        self.changes = RecordBatch::try_new(
+            self.target.schema.clone(),
+            batch.columns()[VALUES..].to_vec(),
+        )
+        .map_err(|e| Error::Lake(format!("current table: a change batch: {e}")))?;
+        self.next = 0;
+        Ok(true)
+    }
+
+    /// Where the next change goes (`None`: a removal of a key no file holds).
+    fn place_next(&self) -> Option<Place> {
+        place(
+            self.ranges,
+            self.keys.value(self.next),
+            !self.removed.value(self.next),
+            self.ctx.target_bytes,
+        )
+    }
+
+    /// Picks the next change's row if it puts one, and moves past it.
+    fn take_change(&mut self) {
+        if !self.removed.value(self.next) {
+            self.picks.push((1, self.next));
+        }
+        self.next += 1;
+    }
+
+    async fn run(mut self) -> Result<(Output<'a>, Vec<&'a String>)> {
+        let mut next_file = 0;
+        while self.ready().await? {
+            let Some(to) = self.place_next() else {
+                self.next += 1;
+                continue;
+            };
+            let file = match to {
+                Place::File(i) => i,
+                Place::Gap(g) => g,
+            };
+            while next_file < file {
+                self.pass(next_file).await?;
+                next_file += 1;
+            }
+            match to {
+                Place::Gap(_) => self.take_change(),
+                Place::File(i) => {
+                    self.rewrite(i).await?;
+                    next_file = i + 1;
+                }
+            }
+        }
+        while next_file < self.files.len() {
+            self.pass(next_file).await?;
+            next_file += 1;
+        }
+        self.flush().await?;
+        self.out.cut().await?;
+        Ok((self.out, self.rewritten))
+    }
+
+    /// A file no change touches: kept as it is (the output so far ends
+    /// before its range), or rewritten in a new shape.
+    async fn pass(&mut self, i: usize) -> Result<()> {
+        if self.reshape.is_some() {
+            return self.rewrite(i).await;
+        }
+        self.flush().await?;
+        self.out.cut().await
+    }
+
+    /// Merges file `i` with the changes that go to it.
+    async fn rewrite(&mut self, i: usize) -> Result<()> {
+        let (path, range, _) = &self.files[i];
+        let mut stream = open_parquet(
+            &self.ctx.store,
+            self.dir.clone().join(path.as_str()),
+            Some(range.bytes),
+        )
+        .await?;
+        while let Some(batch) = stream.try_next().await? {
+            self.flush().await?;
+            self.file = own_shape(batch, self.reshape, &self.target.schema)?;
+            self.file_keys = Some(key_rows(
+                &self.target.conv,
+                &self.file,
+                &self.target.key_idx,
+            )?);
+            let mut r = 0;
+            while r < self.file.num_rows() {
+                let here = self.ready().await? && self.place_next() == Some(Place::File(i));
+                let order = match (&self.file_keys, here) {
+                    (Some(keys), true) => {
+                        Some(self.keys.value(self.next).cmp(keys.row(r).as_ref()))
+                    }
+                    _ => None,
+                };
+                match order {
+                    Some(std::cmp::Ordering::Less) => self.take_change(),
+                    Some(std::cmp::Ordering::Equal) => {
+                        self.take_change();
+                        r += 1;
+                    }
+                    _ => {
+                        self.picks.push((0, r));
+                        r += 1;
+                    }
+                }
+            }
+        }
+        // Changes past the file's last row.
+        while self.ready().await? && self.place_next() == Some(Place::File(i)) {
+            self.take_change();
+        }
+        self.rewritten.push(path);
+        Ok(())
+    }
 }
 
 /// Folds the changes of `t` since its last fold into its current table. With
@@ -243,7 +521,6 @@ pub(super) async fn fold_table(
         conv,
         key_idx,
     };
-    let (conv, key_idx) = (&target.conv, &target.key_idx);
 
     // The starting point: the table's files, or a renamed table's copies.
     let mut copied = Vec::new();
@@ -278,9 +555,10 @@ pub(super) async fn fold_table(
         .filter(|v| *v != tv.schema.version)
         .map(|v| shape::origins(&t.versions, v, tv.schema.version));
 
-    let mut changes = read_change_rows(ctx, t, files, folded, &target).await?;
+    let mut sorter = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
+    read_change_rows(ctx, t, files, folded, &target, &mut sorter).await?;
     let mut report = FoldReport {
-        changed_rows: changes.rows.len(),
+        changed_rows: sorter.changes(),
         ..Default::default()
     };
     // Files by key range; unusable ranges (a changed key, no tags) mean
@@ -306,132 +584,75 @@ pub(super) async fn fold_table(
         }
     }
     ranged.sort_by(|a, b| a.1.first.cmp(&b.1.first));
-    let total_rows: u64 = ranged.iter().map(|r| r.2).sum();
-    let total_bytes: u64 = ranged.iter().map(|r| r.1.bytes).sum();
-    let mut bytes_per_row = if total_rows > 0 {
-        total_bytes.div_ceil(total_rows)
-    } else {
-        0
-    };
 
-    let mut out = Output {
-        ctx,
-        dir: &dir,
-        conv,
-        key_idx,
-        adds: Vec::new(),
-        written: Vec::new(),
-        n: 0,
-        bytes: 0,
-    };
     let mut removed: Vec<&String> = Vec::new();
-    let full = changes.set.truncated || (unranged && !base_files.is_empty());
+    let full = sorter.truncated() || (unranged && !base_files.is_empty());
     if full {
-        if !changes.set.truncated {
-            // Every row of the table joins the changes (under keys that no
-            // change names): memory holds the whole table, only after a
-            // change of the primary key.
-            for path in base_files.keys() {
-                let batch = read_own(ctx, &dir, path, reshape.as_deref(), &schema).await?;
-                let krows = key_rows(conv, &batch, key_idx)?;
-                let b = changes.batches.len();
-                for r in 0..batch.num_rows() {
-                    let key = krows.row(r).as_ref().to_vec();
-                    if let std::collections::btree_map::Entry::Vacant(v) =
-                        changes.set.keys.entry(key)
-                    {
-                        v.insert(Some(changes.rows.len()));
-                        changes.rows.push((b, r));
+        if !sorter.truncated() {
+            // Every row of the table joins the changes, before all of them
+            // (a change of the primary key: the table is rebuilt in the new
+            // key order, through the sorter's bounded memory).
+            for (path, add) in &base_files {
+                let mut stream = open_parquet(
+                    &ctx.store,
+                    dir.clone().join(path.as_str()),
+                    add["size"].as_u64(),
+                )
+                .await?;
+                while let Some(batch) = stream.try_next().await? {
+                    let batch = own_shape(batch, reshape.as_deref(), &schema)?;
+                    let kb = sorter.add_keys(key_rows(&target.conv, &batch, &target.key_idx)?);
+                    let n = batch.num_rows();
+                    let vb = sorter.add_values(batch);
+                    for r in 0..n as u32 {
+                        sorter.put(i64::MIN, (kb, r), (vb, r));
                     }
+                    sorter.spill_if_full()?;
                 }
-                changes.batches.push(batch);
             }
         }
         removed.extend(base_files.keys());
-        let picked: Vec<(usize, usize)> = changes
-            .set
-            .keys
-            .values()
-            .flatten()
-            .map(|r| changes.rows[*r])
-            .collect();
-        let refs: Vec<&RecordBatch> = changes.batches.iter().collect();
-        if !picked.is_empty() {
-            let batch = pick(&refs, &picked)?;
-            if bytes_per_row == 0 {
-                bytes_per_row = estimate_bytes_per_row(&batch);
-            }
-            let est = bytes_per_row * batch.num_rows() as u64;
-            out.write(batch, est).await?;
-        }
-    } else {
-        let ranges: Vec<FileRange> = ranged.iter().map(|r| r.1.clone()).collect();
-        let mut plan = assign(
-            &ranges,
-            changes
-                .set
-                .keys
-                .iter()
-                .map(|(k, v)| (k.as_slice(), v.is_some())),
-            ctx.target_bytes,
-        );
-        if reshape.is_some() {
-            for i in 0..ranges.len() {
-                plan.files.entry(i).or_default();
-            }
-        }
-        let change_refs: Vec<&RecordBatch> = changes.batches.iter().collect();
-        for (i, keys) in &plan.files {
-            let (path, range, rows) = &ranged[*i];
-            let file = read_own(ctx, &dir, path, reshape.as_deref(), &schema).await?;
-            let krows = key_rows(conv, &file, key_idx)?;
-            let mut indices = Vec::with_capacity(file.num_rows() + keys.len());
-            let mut j = 0;
-            let change = |k: &[u8]| {
-                changes.set.keys[k].map(|r| {
-                    let (b, row) = changes.rows[r];
-                    (b + 1, row)
-                })
-            };
-            for r in 0..file.num_rows() {
-                let fk = krows.row(r);
-                while j < keys.len() && keys[j] < fk.as_ref() {
-                    indices.extend(change(keys[j]));
-                    j += 1;
-                }
-                if j < keys.len() && keys[j] == fk.as_ref() {
-                    indices.extend(change(keys[j]));
-                    j += 1;
-                } else {
-                    indices.push((0, r));
-                }
-            }
-            for k in &keys[j..] {
-                indices.extend(change(k));
-            }
-            let mut sources: Vec<&RecordBatch> = vec![&file];
-            sources.extend(change_refs.iter().copied());
-            let merged = pick(&sources, &indices)?;
-            let est = range.bytes * merged.num_rows() as u64 / (*rows).max(1);
-            out.write(merged, est).await?;
-            removed.push(path);
-        }
-        for keys in plan.gaps.values() {
-            let picked: Vec<(usize, usize)> = keys
-                .iter()
-                .filter_map(|k| changes.set.keys[*k].map(|r| changes.rows[r]))
-                .collect();
-            if picked.is_empty() {
-                continue;
-            }
-            let batch = pick(&change_refs, &picked)?;
-            if bytes_per_row == 0 {
-                bytes_per_row = estimate_bytes_per_row(&batch);
-            }
-            let est = bytes_per_row * batch.num_rows() as u64;
-            out.write(batch, est).await?;
-        }
+        ranged.clear();
     }
+    let spilled = sorter.spilled_runs();
+    let ranges: Vec<FileRange> = ranged.iter().map(|r| r.1.clone()).collect();
+    let applier = Applier {
+        ctx,
+        dir: &dir,
+        target: &target,
+        reshape: reshape.as_deref(),
+        files: &ranged,
+        ranges: &ranges,
+        merge: sorter.finish()?,
+        changes: RecordBatch::new_empty(schema.clone()),
+        keys: BinaryArray::from_vec(vec![]),
+        removed: BooleanArray::from(Vec::<bool>::new()),
+        next: 0,
+        file: RecordBatch::new_empty(schema.clone()),
+        file_keys: None,
+        picks: Vec::new(),
+        out: Output {
+            ctx,
+            dir: &dir,
+            schema: schema.clone(),
+            open: None,
+            adds: Vec::new(),
+            written: Vec::new(),
+            n: 0,
+        },
+        rewritten: Vec::new(),
+    };
+    let (out, rewritten) = match applier.run().await {
+        Ok(done) => done,
+        Err(e) => {
+            // Files of this fold are named for a seq no version holds: the
+            // next fold deletes them too; try now.
+            let _ = remove_unfinished(ctx.store.as_ref(), &dir, folded).await;
+            return Err(e);
+        }
+    };
+    removed.extend(rewritten);
+    report.spilled_runs = spilled;
 
     // The commit: files out, files in, the shape and the seq folded.
     let fields: Vec<arrow::datatypes::Field> =
@@ -524,21 +745,12 @@ pub(super) async fn fold_table(
     Ok(report)
 }
 
-/// A file of the current table, in the shape of `schema`.
-async fn read_own(
-    ctx: &Ctx<'_>,
-    dir: &Path,
-    path: &str,
+/// A batch of the current table's own files in the shape of `schema`.
+fn own_shape(
+    batch: RecordBatch,
     reshape: Option<&[Option<String>]>,
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
-    let bytes = ctx
-        .store
-        .get(&dir.clone().join(path))
-        .await?
-        .bytes()
-        .await?;
-    let batch = decode(bytes).await?;
     match reshape {
         Some(sources) => shape::reshape(&batch, sources, schema),
         None if batch.schema().fields() == schema.fields() => Ok(batch),
@@ -560,11 +772,4 @@ fn num_records(stats: &str) -> u64 {
         .ok()
         .and_then(|v| v["numRecords"].as_u64())
         .unwrap_or(0)
-}
-
-/// Encoded bytes per row of a batch never written before: Arrow's in-memory
-/// size over zstd's usual ratio on table data.
-fn estimate_bytes_per_row(batch: &RecordBatch) -> u64 {
-    let rows = batch.num_rows().max(1) as u64;
-    (batch.get_array_memory_size() as u64 / 4 / rows).max(1)
 }

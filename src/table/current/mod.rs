@@ -25,6 +25,7 @@
 
 mod apply;
 mod shape;
+mod sort;
 mod status;
 
 use std::collections::HashMap;
@@ -35,7 +36,7 @@ use arrow::compute::{cast, interleave_record_batch};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::row::{RowConverter, Rows, SortField};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::{json, Value};
 
 use super::log::{self, TableState};
@@ -43,7 +44,7 @@ use crate::commit::{stored_path, DataFile, Lake, Manifest};
 use crate::error::{Error, Result};
 use crate::schema::history::TableVersion;
 
-pub use apply::{assign, ChangeSet, FileRange, Op};
+pub use apply::{place, FileRange, Place};
 pub use status::{current_status, CurrentStatus};
 
 /// The folder of the current tables under the lake root.
@@ -95,6 +96,10 @@ pub struct FoldJob {
     pub target: Manifest,
     pub tables: Vec<FoldTable>,
     pub target_file_bytes: u64,
+    /// What the changes a fold sorts may hold in memory before a sorted run
+    /// goes to disk under `spill_dir`.
+    pub memory_budget: usize,
+    pub spill_dir: std::path::PathBuf,
 }
 
 /// What a fold did.
@@ -106,6 +111,9 @@ pub struct FoldReport {
     pub bytes_added: u64,
     pub bytes_removed: u64,
     pub changed_rows: usize,
+    /// Sorted runs of changes that went to disk (the fold's memory share
+    /// was full).
+    pub spilled_runs: usize,
 }
 
 impl FoldReport {
@@ -116,6 +124,7 @@ impl FoldReport {
         self.bytes_added += o.bytes_added;
         self.bytes_removed += o.bytes_removed;
         self.changed_rows += o.changed_rows;
+        self.spilled_runs += o.spilled_runs;
     }
 }
 
@@ -134,8 +143,29 @@ pub fn folded_seq(state: &TableState) -> u64 {
 struct Changes {
     /// The files of each table, with the seq of the manifest that lists them.
     files: HashMap<String, Vec<(u64, DataFile)>>,
-    /// `to` → `from` of RENAME TABLE, by `db.table`, with the manifest seq.
-    renamed_from: HashMap<String, (String, u64)>,
+    /// `to` → `from` of RENAME TABLE, by `db.table`, in stream order.
+    renamed_from: HashMap<String, Vec<Rename>>,
+    renames: usize,
+}
+
+/// A RENAME TABLE into a name: the old name, the manifest seq, and the
+/// rename's place among all renames read (several can share a manifest).
+#[derive(Debug, Clone)]
+struct Rename {
+    from: String,
+    seq: u64,
+    order: usize,
+}
+
+impl Changes {
+    /// The last rename into `name` before the rename numbered `before`.
+    fn renamed_into(&self, name: &str, before: usize) -> Option<&Rename> {
+        self.renamed_from
+            .get(name)?
+            .iter()
+            .rev()
+            .find(|r| r.order < before)
+    }
 }
 
 /// Folds every table of `job` up to `job.target`. A table whose fold fails
@@ -176,6 +206,8 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         s1,
         target: &job.target,
         target_bytes: job.target_file_bytes.max(1),
+        budget: job.memory_budget,
+        spill_root: job.spill_dir.clone(),
     };
     // Live tables first: a renamed table is seeded from its old name's
     // current table before that one ends.
@@ -183,12 +215,16 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         let name = t.name();
         let mut seed = None;
         if states.get(&name).is_some_and(|s| s.version.is_none()) {
-            if let Some((old, at)) = changes.renamed_from.get(&name) {
-                if let Some(src) = by_name.get(old) {
-                    match seed_from(&ctx, src, *at, &changes, &mut report).await {
+            if let Some(rename) = changes.renamed_into(&name, usize::MAX) {
+                if let Some(src) = by_name.get(&rename.from) {
+                    let chain = Chain {
+                        changes: &changes,
+                        tables: &by_name,
+                    };
+                    match seed_from(&ctx, &chain, src, rename, &mut report).await {
                         Ok(s) => seed = s,
                         Err(e) => {
-                            tracing::warn!(table = %name, from = %old, error = %e, "could not move the current table of a renamed table");
+                            tracing::warn!(table = %name, from = %rename.from, error = %e, "could not move the current table of a renamed table");
                             first_error.get_or_insert(e);
                             continue;
                         }
@@ -226,6 +262,8 @@ struct Ctx<'a> {
     s1: u64,
     target: &'a Manifest,
     target_bytes: u64,
+    budget: usize,
+    spill_root: std::path::PathBuf,
 }
 
 /// The changelog files of the manifests after `from` up to `target`, by table.
@@ -259,7 +297,14 @@ async fn read_changes(
             for r in entry["renamed"].as_array().into_iter().flatten() {
                 if let (Some(from), Some(to)) = (r["from"].as_str(), r["to"].as_str()) {
                     out.renamed_from
-                        .insert(to.to_string(), (from.to_string(), m.seq));
+                        .entry(to.to_string())
+                        .or_default()
+                        .push(Rename {
+                            from: from.to_string(),
+                            seq: m.seq,
+                            order: out.renames,
+                        });
+                    out.renames += 1;
                 }
             }
         }
@@ -267,15 +312,24 @@ async fn read_changes(
     Ok(out)
 }
 
+/// What a renamed table's starting point is found from.
+struct Chain<'a> {
+    changes: &'a Changes,
+    tables: &'a HashMap<String, &'a FoldTable>,
+}
+
 /// Folds the old name of a renamed table up to the rename and copies its
-/// files under the new name: the new table's starting point.
+/// files under the new name: the new table's starting point. An old name
+/// that itself came from a rename since the last fold (`a` → `b` → `c` in
+/// one refresh) starts from its own old name first.
 async fn seed_from(
     ctx: &Ctx<'_>,
+    chain: &Chain<'_>,
     src: &FoldTable,
-    renamed_at: u64,
-    changes: &Changes,
+    rename: &Rename,
     report: &mut FoldReport,
 ) -> Result<Option<(Path, TableState)>> {
+    let renamed_at = rename.seq;
     let dir = current_dir(&src.db, &src.table);
     let state = log::load(ctx.store.as_ref(), &dir, true).await?;
     let Some(live) = src
@@ -286,11 +340,21 @@ async fn seed_from(
     else {
         return Ok(None);
     };
-    let files = changes
+    let mut seed = None;
+    if state.version.is_none() {
+        // A rename into the old name before this one.
+        if let Some(earlier) = chain.changes.renamed_into(&src.name(), rename.order) {
+            if let Some(older) = chain.tables.get(&earlier.from) {
+                seed = Box::pin(seed_from(ctx, chain, older, earlier, report)).await?;
+            }
+        }
+    }
+    let files = chain
+        .changes
         .files
         .get(&src.name())
         .map_or(&[][..], Vec::as_slice);
-    report.add(fold_table(ctx, src, state, files, None, Some(live)).await?);
+    report.add(fold_table(ctx, src, state, files, seed, Some(live)).await?);
     let state = log::load(ctx.store.as_ref(), &dir, true).await?;
     if state.version.is_none() {
         return Ok(None);

@@ -1,0 +1,555 @@
+//! A fold's changes, sorted by key in bounded memory: the replay rules
+//! reduce the changes of a key to its last one (the one with the highest
+//! `_seq`), so a fold needs, in key order, each changed key's last change.
+//!
+//! [`Sorter`] collects changes until they take its budget, then sorts them,
+//! keeps the last change of each key and spills that run to a local Arrow
+//! IPC file. [`Merge`] merges the runs back in key order, one small batch at
+//! a time. A fold whose changes fit the budget never touches the disk.
+//!
+//! A run batch is `[key, seq, removed, <the current table's columns>]`: the
+//! key in Arrow's row format (bytes that compare like the key values), the
+//! change's `_seq`, whether it removes the key, and the row it puts (all
+//! null for a removal).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{
+    new_null_array, ArrayRef, AsArray, BinaryBuilder, BooleanArray, Int64Array, RecordBatch,
+};
+use arrow::compute::{filter_record_batch, interleave_record_batch};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use arrow::ipc::reader::FileReader;
+use arrow::ipc::writer::FileWriter;
+use arrow::row::Rows;
+
+use crate::error::{Error, Result};
+
+/// Column of a run batch: the key.
+pub const KEY: usize = 0;
+/// Column of a run batch: whether the change removes the key.
+pub const REMOVED: usize = 2;
+/// The first column of the row a change puts.
+pub const VALUES: usize = 3;
+const SEQ: usize = 1;
+
+/// Rows per batch of a run (and so per batch a [`Merge`] holds per run).
+const RUN_BATCH_ROWS: usize = 2048;
+/// The bookkeeping of one change, on top of its row.
+const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
+
+fn err(what: impl std::fmt::Display) -> Error {
+    Error::Lake(format!("current table fold: {what}"))
+}
+
+/// The schema of run batches over a current table's `values` schema.
+pub fn run_schema(values: &Schema) -> SchemaRef {
+    let mut fields = vec![
+        Field::new("sluice.key", DataType::Binary, false),
+        Field::new("sluice.seq", DataType::Int64, false),
+        Field::new("sluice.removed", DataType::Boolean, false),
+    ];
+    fields.extend(
+        values
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true)),
+    );
+    Arc::new(Schema::new(fields))
+}
+
+/// One change: its key (`keys[kb].row(kr)`) and row (`values[vb]`, row
+/// `vr`; `vb == NONE` for a removal).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    seq: i64,
+    kb: u32,
+    kr: u32,
+    vb: u32,
+    vr: u32,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// Where a row or a key was added: `(batch, row)`.
+pub type At = (u32, u32);
+
+pub struct Sorter {
+    values_schema: SchemaRef,
+    schema: SchemaRef,
+    budget: usize,
+    values: Vec<RecordBatch>,
+    keys: Vec<Rows>,
+    entries: Vec<Entry>,
+    bytes: usize,
+    spill_root: PathBuf,
+    spill_dir: Option<tempfile::TempDir>,
+    runs: Vec<PathBuf>,
+    truncated_at: Option<i64>,
+    changes: usize,
+}
+
+impl Sorter {
+    /// A sorter of changes to rows of `values_schema` that spills runs under
+    /// `spill_root` once they hold `budget` bytes.
+    pub fn new(values_schema: SchemaRef, budget: usize, spill_root: &Path) -> Self {
+        Sorter {
+            schema: run_schema(&values_schema),
+            values_schema,
+            budget: budget.max(1 << 20),
+            values: Vec::new(),
+            keys: Vec::new(),
+            entries: Vec::new(),
+            bytes: 0,
+            spill_root: spill_root.to_path_buf(),
+            spill_dir: None,
+            runs: Vec::new(),
+            truncated_at: None,
+            changes: 0,
+        }
+    }
+
+    /// Adds rows that changes will put; their batch number.
+    pub fn add_values(&mut self, batch: RecordBatch) -> u32 {
+        self.bytes += batch.get_array_memory_size();
+        self.values.push(batch);
+        (self.values.len() - 1) as u32
+    }
+
+    /// Adds keys that changes name; their batch number.
+    pub fn add_keys(&mut self, rows: Rows) -> u32 {
+        self.bytes += rows.size();
+        self.keys.push(rows);
+        (self.keys.len() - 1) as u32
+    }
+
+    /// A change at `seq` that puts row `row` under key `key`.
+    pub fn put(&mut self, seq: i64, key: At, row: At) {
+        self.push(seq, key, row);
+    }
+
+    /// A change at `seq` that removes `key`.
+    pub fn remove(&mut self, seq: i64, key: At) {
+        self.push(seq, key, (NONE, 0));
+    }
+
+    fn push(&mut self, seq: i64, (kb, kr): At, (vb, vr): At) {
+        self.changes += 1;
+        self.entries.push(Entry {
+            seq,
+            kb,
+            kr,
+            vb,
+            vr,
+        });
+    }
+
+    /// A TRUNCATE at `seq`: every change before it, and every row the table
+    /// had, is gone.
+    pub fn truncate(&mut self, seq: i64) {
+        self.changes += 1;
+        self.truncated_at = Some(self.truncated_at.map_or(seq, |t| t.max(seq)));
+    }
+
+    pub fn truncated(&self) -> bool {
+        self.truncated_at.is_some()
+    }
+
+    /// How many changes were added.
+    pub fn changes(&self) -> usize {
+        self.changes
+    }
+
+    /// How many runs went to disk.
+    pub fn spilled_runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Spills the changes held when they take the budget. Call between
+    /// batches: a spill ends every batch number handed out so far.
+    pub fn spill_if_full(&mut self) -> Result<()> {
+        if self.bytes + self.entries.len() * ENTRY_BYTES < self.budget {
+            return Ok(());
+        }
+        let run = self.sorted_run()?;
+        if self.spill_dir.is_none() {
+            std::fs::create_dir_all(&self.spill_root).map_err(|e| {
+                err(format!(
+                    "cannot create {} for spilled changes: {e}",
+                    self.spill_root.display()
+                ))
+            })?;
+            let dir = tempfile::Builder::new()
+                .prefix("fold-")
+                .tempdir_in(&self.spill_root)
+                .map_err(|e| err(format!("{}: {e}", self.spill_root.display())))?;
+            self.spill_dir = Some(dir);
+        }
+        let dir = self.spill_dir.as_ref().map(|d| d.path().to_path_buf());
+        let path = dir
+            .unwrap_or_default()
+            .join(format!("run-{:05}.arrow", self.runs.len()));
+        let file = File::create(&path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+        let mut writer = FileWriter::try_new(std::io::BufWriter::new(file), &self.schema)
+            .map_err(|e| err(format!("{}: {e}", path.display())))?;
+        for batch in &run {
+            writer
+                .write(batch)
+                .map_err(|e| err(format!("{}: {e}", path.display())))?;
+        }
+        writer
+            .finish()
+            .map_err(|e| err(format!("{}: {e}", path.display())))?;
+        self.runs.push(path);
+        Ok(())
+    }
+
+    /// Sorts the changes held by key and `_seq`, keeps each key's last and
+    /// builds the run's batches; the sorter is empty after.
+    fn sorted_run(&mut self) -> Result<Vec<RecordBatch>> {
+        let mut entries = std::mem::take(&mut self.entries);
+        let keys = std::mem::take(&mut self.keys);
+        let mut values = std::mem::take(&mut self.values);
+        self.bytes = 0;
+        let key = |e: &Entry| keys[e.kb as usize].row(e.kr as usize);
+        entries.sort_unstable_by(|a, b| key(a).cmp(&key(b)).then(a.seq.cmp(&b.seq)));
+        // The last change of each key.
+        let mut last: Vec<Entry> = Vec::with_capacity(entries.len());
+        for e in entries {
+            match last.last_mut() {
+                Some(l) if key(l) == key(&e) => *l = e,
+                _ => last.push(e),
+            }
+        }
+        let nulls = RecordBatch::try_new(
+            self.values_schema.clone(),
+            self.values_schema
+                .fields()
+                .iter()
+                .map(|f| new_null_array(f.data_type(), 1))
+                .collect(),
+        )
+        .map_err(err)?;
+        values.push(nulls);
+        let null_batch = values.len() - 1;
+        let sources: Vec<&RecordBatch> = values.iter().collect();
+        let mut out = Vec::with_capacity(last.len().div_ceil(RUN_BATCH_ROWS));
+        for part in last.chunks(RUN_BATCH_ROWS) {
+            let mut kb = BinaryBuilder::with_capacity(part.len(), part.len() * 8);
+            let mut seqs = Vec::with_capacity(part.len());
+            let mut removed = Vec::with_capacity(part.len());
+            let mut picks = Vec::with_capacity(part.len());
+            for e in part {
+                kb.append_value(key(e).as_ref());
+                seqs.push(e.seq);
+                removed.push(e.vb == NONE);
+                picks.push(match e.vb {
+                    NONE => (null_batch, 0),
+                    b => (b as usize, e.vr as usize),
+                });
+            }
+            let rows = interleave_record_batch(&sources, &picks).map_err(err)?;
+            let mut cols: Vec<ArrayRef> = vec![
+                Arc::new(kb.finish()),
+                Arc::new(Int64Array::from(seqs)),
+                Arc::new(BooleanArray::from(removed)),
+            ];
+            cols.extend(rows.columns().iter().cloned());
+            out.push(RecordBatch::try_new(self.schema.clone(), cols).map_err(err)?);
+        }
+        Ok(out)
+    }
+
+    /// The changes in key order, each key's last, without those a TRUNCATE
+    /// ended.
+    pub fn finish(mut self) -> Result<Merge> {
+        let held = self.sorted_run()?;
+        let mut sources: Vec<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> =
+            vec![Box::new(held.into_iter().map(Ok))];
+        for path in &self.runs {
+            let file = File::open(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+            let reader = FileReader::try_new_buffered(file, None)
+                .map_err(|e| err(format!("{}: {e}", path.display())))?;
+            sources.push(Box::new(reader.map(|b| b.map_err(err))));
+        }
+        Ok(Merge::new(
+            &self.schema,
+            sources,
+            self.truncated_at,
+            self.spill_dir.take(),
+        ))
+    }
+}
+
+struct Cursor {
+    source: Box<dyn Iterator<Item = Result<RecordBatch>> + Send>,
+    /// The batch being merged; empty before the first and after the last.
+    batch: RecordBatch,
+    row: usize,
+}
+
+impl Cursor {
+    fn key(&self) -> &[u8] {
+        self.batch.column(KEY).as_binary::<i32>().value(self.row)
+    }
+
+    fn seq(&self) -> i64 {
+        self.batch
+            .column(SEQ)
+            .as_primitive::<Int64Type>()
+            .value(self.row)
+    }
+
+    /// Loads the next non-empty batch; false at the end of the run.
+    fn load(&mut self) -> Result<bool> {
+        self.row = 0;
+        for batch in self.source.by_ref() {
+            let batch = batch?;
+            if batch.num_rows() > 0 {
+                self.batch = batch;
+                return Ok(true);
+            }
+        }
+        self.batch = RecordBatch::new_empty(self.batch.schema());
+        Ok(false)
+    }
+}
+
+/// Sorted runs merged back into one stream of run batches in key order.
+pub struct Merge {
+    cursors: Vec<Cursor>,
+    /// `(key, cursor)` of every cursor with rows left in its batch.
+    heap: BinaryHeap<Reverse<(Vec<u8>, usize)>>,
+    /// Cursors whose batch ran out and that load their next one before the
+    /// next batch is merged (the last one may still be picked from).
+    spent: Vec<usize>,
+    truncated_at: Option<i64>,
+    _spill_dir: Option<tempfile::TempDir>,
+}
+
+impl Merge {
+    fn new(
+        schema: &SchemaRef,
+        sources: Vec<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>>,
+        truncated_at: Option<i64>,
+        spill_dir: Option<tempfile::TempDir>,
+    ) -> Self {
+        let cursors = sources
+            .into_iter()
+            .map(|source| Cursor {
+                source,
+                batch: RecordBatch::new_empty(schema.clone()),
+                row: 0,
+            })
+            .collect::<Vec<_>>();
+        let spent = (0..cursors.len()).collect();
+        Merge {
+            cursors,
+            heap: BinaryHeap::new(),
+            spent,
+            truncated_at,
+            _spill_dir: spill_dir,
+        }
+    }
+
+    /// The next batch of changes in key order (one per key), `None` at the
+    /// end.
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            for c in std::mem::take(&mut self.spent) {
+                if self.cursors[c].load()? {
+                    self.heap.push(Reverse((self.cursors[c].key().to_vec(), c)));
+                }
+            }
+            if self.heap.is_empty() {
+                return Ok(None);
+            }
+            let batch = if self.cursors.len() == 1 {
+                // One run: its batches as they are.
+                self.heap.clear();
+                self.spent.push(0);
+                self.cursors[0].batch.clone()
+            } else {
+                let picks = self.pick();
+                if picks.is_empty() {
+                    continue;
+                }
+                let sources: Vec<&RecordBatch> = self.cursors.iter().map(|c| &c.batch).collect();
+                interleave_record_batch(&sources, &picks).map_err(err)?
+            };
+            let batch = match self.truncated_at {
+                Some(t) => {
+                    let seqs = batch.column(SEQ).as_primitive::<Int64Type>();
+                    let keep: BooleanArray = seqs.iter().map(|s| s.map(|s| s >= t)).collect();
+                    filter_record_batch(&batch, &keep).map_err(err)?
+                }
+                None => batch,
+            };
+            if batch.num_rows() > 0 {
+                return Ok(Some(batch));
+            }
+        }
+    }
+
+    /// Picks `(cursor, row)` of the last change of each key, in key order,
+    /// until a cursor's batch runs out.
+    fn pick(&mut self) -> Vec<(usize, usize)> {
+        let mut picks = Vec::with_capacity(RUN_BATCH_ROWS);
+        while self.spent.is_empty() {
+            let Some(Reverse((key, first))) = self.heap.pop() else {
+                break;
+            };
+            let mut same = vec![first];
+            while self
+                .heap
+                .peek()
+                .is_some_and(|Reverse((k, _))| k.as_slice() == key.as_slice())
+            {
+                if let Some(Reverse((_, c))) = self.heap.pop() {
+                    same.push(c);
+                }
+            }
+            let best = same
+                .iter()
+                .copied()
+                .max_by_key(|c| self.cursors[*c].seq())
+                .unwrap_or(first);
+            picks.push((best, self.cursors[best].row));
+            for c in same {
+                let cur = &mut self.cursors[c];
+                cur.row += 1;
+                if cur.row < cur.batch.num_rows() {
+                    self.heap.push(Reverse((cur.key().to_vec(), c)));
+                } else {
+                    self.spent.push(c);
+                }
+            }
+        }
+        picks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int32Array;
+    use arrow::row::{RowConverter, SortField};
+
+    fn values_schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, true),
+            Field::new("v", DataType::Int32, true),
+        ]))
+    }
+
+    /// Feeds `(seq, op, id, v)` changes (op: 'p' put, 'r' remove, 't'
+    /// truncate) in batches of `per` rows and returns `(id, Some(v) | None)`
+    /// in key order.
+    fn sort(
+        changes: &[(i64, char, i32, i32)],
+        per: usize,
+        budget: usize,
+    ) -> (Vec<(i32, Option<i32>)>, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let conv = RowConverter::new(vec![SortField::new(DataType::Int32)]).unwrap();
+        let mut s = Sorter::new(values_schema(), budget, dir.path());
+        s.budget = budget;
+        for part in changes.chunks(per) {
+            let ids: ArrayRef = Arc::new(Int32Array::from_iter_values(part.iter().map(|c| c.2)));
+            let vs: ArrayRef = Arc::new(Int32Array::from_iter_values(part.iter().map(|c| c.3)));
+            let keys = conv.convert_columns(std::slice::from_ref(&ids)).unwrap();
+            let kb = s.add_keys(keys);
+            let vb = s.add_values(RecordBatch::try_new(values_schema(), vec![ids, vs]).unwrap());
+            for (r, (seq, op, _, _)) in part.iter().enumerate() {
+                match op {
+                    'p' => s.put(*seq, (kb, r as u32), (vb, r as u32)),
+                    'r' => s.remove(*seq, (kb, r as u32)),
+                    _ => s.truncate(*seq),
+                }
+            }
+            s.spill_if_full().unwrap();
+        }
+        let runs = s.spilled_runs();
+        let mut m = s.finish().unwrap();
+        let mut out = Vec::new();
+        while let Some(b) = m.next_batch().unwrap() {
+            let removed = b.column(REMOVED).as_boolean();
+            let v = b
+                .column(VALUES + 1)
+                .as_primitive::<arrow::datatypes::Int32Type>();
+            let keys = b.column(KEY).as_binary::<i32>();
+            let parser = conv.parser();
+            let parsed = conv
+                .convert_rows(keys.iter().map(|k| parser.parse(k.unwrap())))
+                .unwrap();
+            let ids = parsed[0].as_primitive::<arrow::datatypes::Int32Type>();
+            for r in 0..b.num_rows() {
+                out.push((ids.value(r), (!removed.value(r)).then(|| v.value(r))));
+            }
+        }
+        (out, runs)
+    }
+
+    /// The replay rules applied naively: the model the sorter must match.
+    fn model(changes: &[(i64, char, i32, i32)]) -> Vec<(i32, Option<i32>)> {
+        let mut ordered = changes.to_vec();
+        ordered.sort_by_key(|c| c.0);
+        let mut state = std::collections::BTreeMap::new();
+        for (_, op, id, v) in ordered {
+            match op {
+                'p' => {
+                    state.insert(id, Some(v));
+                }
+                'r' => {
+                    state.insert(id, None);
+                }
+                _ => state.clear(),
+            }
+        }
+        state.into_iter().collect()
+    }
+
+    #[test]
+    fn spilled_runs_merge_to_the_last_change_of_each_key() {
+        // A seeded random workload: puts and removals over few keys, out of
+        // `_seq` order across batches (as files of different manifests).
+        let mut rng = 0x9e3779b97f4a7c15u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for round in 0..20 {
+            let n = 500 + next(3000) as usize;
+            let mut changes: Vec<(i64, char, i32, i32)> = (0..n)
+                .map(|i| {
+                    let op = match next(10) {
+                        0..=6 => 'p',
+                        _ => 'r',
+                    };
+                    (i as i64 + 1, op, next(400) as i32, next(1_000_000) as i32)
+                })
+                .collect();
+            if round % 4 == 1 {
+                let at = next(n as u64) as usize;
+                changes[at].1 = 't';
+            }
+            // Shuffle batches of changes, as manifests arrive in any order.
+            for i in (1..changes.len()).rev() {
+                let j = next(i as u64 + 1) as usize;
+                changes.swap(i, j);
+            }
+            let want = model(&changes);
+            let (got, _) = sort(&changes, 1000, usize::MAX);
+            let (spilled, runs) = sort(&changes, 97, 1);
+            assert!(runs > 3, "round {round}: only {runs} runs spilled");
+            assert_eq!(got, want, "round {round}, in memory");
+            assert_eq!(spilled, want, "round {round}, spilled");
+        }
+    }
+}
