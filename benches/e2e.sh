@@ -41,8 +41,9 @@
 #                            and / scraped every second (BENCHMARKS.md, "Monitoring"),
 #                            sluice_bare for sluice without Delta commits
 #                            (SLUICE_BENCH_NO_DELTA) and without current-table
-#                            folds, sluice_delta for Delta commits without folds
-#                            (BENCHMARKS.md, "The lake as tables")
+#                            folds, sluice_delta for Delta commits without folds,
+#                            sluice_fold2s for folds every 2 s instead of every
+#                            minute (BENCHMARKS.md, "The lake as tables")
 #   PROFILE=1                one more sluice run under `perf record`; top symbols
 #                            into benches/results/profile.txt
 #   QUIET_TIMEOUT=120        before each timed run, wait up to this many seconds for
@@ -410,7 +411,7 @@ scrape() {
     done
 }
 
-run_sluice() { # run [http|bare|delta]
+run_sluice() { # run [http|bare|delta|fold2s]
     local tool="sluice" dir="$tmp/sluice.$1" scraper="" http_port no_delta=""
     rm -rf "$dir"
     sluice_config "$dir"
@@ -418,6 +419,10 @@ run_sluice() { # run [http|bare|delta]
         tool="sluice_${2}"
         printf '\n[current]\nenabled = false\n' >>"$dir/sluice.toml"
         if [ "$2" = bare ]; then no_delta=1; fi
+    fi
+    if [ "${2:-}" = fold2s ]; then
+        tool="sluice_fold2s"
+        printf '\n[current]\nrefresh = "2s"\n' >>"$dir/sluice.toml"
     fi
     if [ "${2:-}" = http ]; then
         tool="sluice_http"
@@ -456,6 +461,7 @@ for i in $(seq 1 "$RUNS"); do
     wants sluice_http && run_sluice "$i" http
     wants sluice_bare && run_sluice "$i" bare
     wants sluice_delta && run_sluice "$i" delta
+    wants sluice_fold2s && run_sluice "$i" fold2s
 done
 
 if [ "$PROFILE" = 1 ] && wants sluice && ! command -v perf >/dev/null 2>&1; then

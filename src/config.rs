@@ -476,9 +476,7 @@ fn parse_current(raw: RawCurrent) -> std::result::Result<CurrentConfig, String> 
         return Err("current.target_file_size: must be at least 1KiB".into());
     }
     Ok(CurrentConfig {
-        // Off until a fold's memory is bounded: today a fold holds its whole
-        // change set (README, "Current-state tables").
-        enabled: raw.enabled.unwrap_or(false),
+        enabled: raw.enabled.unwrap_or(true),
         refresh: opt_duration(raw.refresh, "current.refresh", 60)?,
         target_file_bytes,
     })
@@ -1391,7 +1389,7 @@ url = "/tmp/lake"
         assert_eq!(
             c.current,
             CurrentConfig {
-                enabled: false,
+                enabled: true,
                 refresh: Duration::from_secs(60),
                 target_file_bytes: 128 << 20,
             }

@@ -444,6 +444,12 @@ impl<'a> Applier<'a> {
             let mut r = 0;
             while r < self.file.num_rows() {
                 let here = self.ready().await? && self.place_next() == Some(Place::File(i));
+                if !here {
+                    // No change left for this file: the rest of it as it is.
+                    let n = self.file.num_rows();
+                    self.picks.extend((r..n).map(|row| (0, row)));
+                    break;
+                }
                 let order = match (&self.file_keys, here) {
                     (Some(keys), true) => {
                         Some(self.keys.value(self.next).cmp(keys.row(r).as_ref()))
