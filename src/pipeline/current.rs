@@ -220,6 +220,7 @@ fn log_outcome(done: Option<Outcome>) -> bool {
             bytes_added = r.bytes_added,
             bytes_removed = r.bytes_removed,
             spilled_runs = r.spilled_runs,
+            manifests_read = r.manifests_read,
             "current tables folded"
         ),
         Some(Ok(Ok(_))) => {}

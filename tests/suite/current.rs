@@ -420,7 +420,10 @@ fn random_changes_fold_to_the_source_through_spills_and_many_files() {
     let db = MariaDb::start();
     db.sql(
         "CREATE DATABASE shop;
-         CREATE TABLE shop.rnd (id INT PRIMARY KEY, g VARCHAR(12), v BIGINT, note VARCHAR(120));",
+         CREATE TABLE shop.rnd (id INT PRIMARY KEY, g VARCHAR(12), v BIGINT, note VARCHAR(120));
+         CREATE TABLE shop.still (id INT PRIMARY KEY);
+         CREATE TABLE shop.nk (a INT);
+         INSERT INTO shop.still VALUES (1);",
     );
     let lake = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -496,10 +499,20 @@ fn random_changes_fold_to_the_source_through_spills_and_many_files() {
                 }
             }
         }
-        sql += "COMMIT;\n";
+        sql += &format!("INSERT INTO shop.nk VALUES ({round});\nCOMMIT;\n");
         db.sql(&sql);
+        let manifests_before = manifest_paths(lake.path()).len() as u64;
         let out = sluice.run_until_caught_up_ok();
         spilled += fold_figures(&out.stderr, "spilled_runs");
+        // A fold reads the manifests since the last complete fold, not all
+        // those since shop.still last changed (or since shop.nk, which has
+        // no key, appeared).
+        let committed = manifest_paths(lake.path()).len() as u64 - manifests_before;
+        let read = fold_figures(&out.stderr, "manifests_read");
+        assert!(
+            (1..=committed).contains(&read) || round == 0,
+            "round {round}: the fold read {read} manifests, this run committed {committed}"
+        );
         let source = source_rows(&db, "rnd", &cols);
         assert_eq!(source.len(), live.len(), "round {round}: the model drifted");
         assert_same_table(

@@ -36,7 +36,7 @@ use arrow::compute::{cast, interleave_record_batch};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::row::{RowConverter, Rows, SortField};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde_json::{json, Value};
 
 use super::log::{self, TableState};
@@ -114,6 +114,8 @@ pub struct FoldReport {
     /// Sorted runs of changes that went to disk (the fold's memory share
     /// was full).
     pub spilled_runs: usize,
+    /// Manifests read for their changes.
+    pub manifests_read: u64,
 }
 
 impl FoldReport {
@@ -125,6 +127,7 @@ impl FoldReport {
         self.bytes_removed += o.bytes_removed;
         self.changed_rows += o.changed_rows;
         self.spilled_runs += o.spilled_runs;
+        self.manifests_read += o.manifests_read;
     }
 }
 
@@ -173,18 +176,27 @@ impl Changes {
 /// others are folded.
 pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldReport> {
     let s1 = job.target.seq;
+    let mark = read_mark(store.as_ref(), s1).await;
     let mut states: HashMap<String, TableState> = HashMap::new();
     let mut from = u64::MAX;
     for t in &job.tables {
         let state = log::load(store.as_ref(), &current_dir(&t.db, &t.table), true).await?;
         let folded = folded_seq(&state);
-        // A table without a current table has no change before its first version.
+        // Where the changes a table lacks begin: after its last fold, and
+        // none before the last complete fold (`mark`). A table without a
+        // current table yet needs its whole changelog if it has a key now
+        // (once: it gets one), and the changes since it appeared if it came
+        // after the last complete fold (the old name of a renamed table);
+        // else it never gets one (no key) and needs nothing.
+        let first = t
+            .versions
+            .first()
+            .map_or(s1, |v| v.checkpoint.saturating_sub(1));
         let start = match state.version {
-            Some(_) => folded,
-            None => t
-                .versions
-                .first()
-                .map_or(s1, |v| v.checkpoint.saturating_sub(1)),
+            Some(_) => folded.max(mark),
+            None if t.keyed_at(s1).is_some() => first,
+            None if first >= mark => first,
+            None => s1,
         };
         if start < s1 {
             from = from.min(start);
@@ -199,6 +211,7 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         return Ok(report);
     }
     let changes = read_changes(&store, &job.target, from.min(s1)).await?;
+    report.manifests_read = s1 - from.min(s1);
     let by_name: HashMap<String, &FoldTable> = job.tables.iter().map(|t| (t.name(), t)).collect();
     let mut first_error = None;
     let ctx = Ctx {
@@ -253,7 +266,45 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
     }
     match first_error {
         Some(e) => Err(e),
-        None => Ok(report),
+        None => {
+            write_mark(store.as_ref(), s1).await;
+            Ok(report)
+        }
+    }
+}
+
+/// Written after a fold in which every table succeeded: every current table
+/// holds every change up to this manifest seq (one whose own `txn` is older
+/// had none since), so the next fold reads only the manifests after it —
+/// not all those since the change of the least changed table.
+const FOLDED_MARK: &str = "_current/_folded.json";
+
+/// The seq of the last complete fold; 0 when there is none or it is not
+/// below `s1` (a lake that does not match it).
+async fn read_mark(store: &dyn ObjectStore, s1: u64) -> u64 {
+    let Ok(got) = store.get(&Path::from(FOLDED_MARK)).await else {
+        return 0;
+    };
+    let Ok(bytes) = got.bytes().await else {
+        return 0;
+    };
+    serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v["seq"].as_u64())
+        .filter(|seq| *seq <= s1)
+        .unwrap_or(0)
+}
+
+async fn write_mark(store: &dyn ObjectStore, s1: u64) {
+    let body = json!({"seq": s1}).to_string();
+    if let Err(e) = store
+        .put(
+            &Path::from(FOLDED_MARK),
+            PutPayload::from(body.into_bytes()),
+        )
+        .await
+    {
+        tracing::warn!(error = %e, "could not record the last complete fold; the next one reads more manifests");
     }
 }
 
