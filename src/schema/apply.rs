@@ -957,6 +957,13 @@ mod tests {
     }
 
     #[test]
+    fn serial_is_a_not_null_unique_key() {
+        let t = create("CREATE TABLE t (pk SERIAL, b TEXT)");
+        assert_eq!(keys(&t), key_list(&[("pk", &["pk"])]));
+        assert_eq!(t.fold_key(), ["pk"]);
+    }
+
+    #[test]
     fn nullable_unique_keys_key_nothing() {
         let t = create("CREATE TABLE t (code INT UNIQUE, v INT)");
         assert_eq!(keys(&t), key_list(&[("code", &["code"])]));

@@ -103,9 +103,11 @@ pub(super) fn spec_options<'a>(
     if spec.charset.is_none() {
         spec.charset = collation;
     }
+    // SERIAL is BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE.
     if spec.mysql_type.eq_ignore_ascii_case("SERIAL") {
         spec.mysql_type = "BIGINT UNSIGNED".into();
         spec.nullable = false;
+        spec.unique = true;
     }
 }
 
