@@ -834,6 +834,51 @@ mod tests {
     }
 
     #[test]
+    fn unique_keys_are_kept_and_old_versions_have_none() {
+        let h = SchemaHistory::in_memory().unwrap();
+        let mut v = version(1, 100, 1, &[("code", "varchar(3)"), ("n", "int")]);
+        v.schema.unique_keys = vec![
+            UniqueKey {
+                name: "code".into(),
+                columns: vec!["code".into()],
+                prefix: false,
+                hash: false,
+            },
+            UniqueKey {
+                name: "k2".into(),
+                columns: vec!["n".into(), "code".into()],
+                prefix: true,
+                hash: true,
+            },
+        ];
+        h.insert(&v).unwrap();
+        assert_eq!(h.versions("shop", "t").unwrap(), [v.clone()]);
+        assert_eq!(TableVersion::from_json(&v.to_json()).unwrap(), v);
+        // A lake version and a SQLite row from before unique keys were recorded.
+        let mut old = v.to_json();
+        old.as_object_mut().unwrap().remove("unique_keys");
+        assert!(TableVersion::from_json(&old)
+            .unwrap()
+            .schema
+            .unique_keys
+            .is_empty());
+        h.db.execute("UPDATE table_versions SET unique_keys = NULL", [])
+            .unwrap();
+        assert!(h.versions("shop", "t").unwrap()[0]
+            .schema
+            .unique_keys
+            .is_empty());
+        // `schema resync` shapes keep them too.
+        let at = BinlogPosition {
+            file: "binlog.000001".into(),
+            pos: 700,
+        };
+        h.add_pending_resync(&v.schema, &at).unwrap();
+        let resync = h.pending_resync("shop", "t", &at).unwrap().unwrap();
+        assert_eq!(resync.unique_keys, v.schema.unique_keys);
+    }
+
+    #[test]
     fn point_in_time_lookup_and_rollback() {
         let h = SchemaHistory::in_memory().unwrap();
         h.insert(&version(1, 100, 1, &[("id", "int")])).unwrap();
