@@ -84,6 +84,7 @@ fn read_schemas(dir: &Path) -> HashMap<String, Arc<TableSchema>> {
                 version: 1,
                 columns: Vec::new(),
                 charset: None,
+                unique_keys: Vec::new(),
             })
             .columns
             .push(column);

@@ -69,3 +69,10 @@ INSERT INTO pending_resync_at (database, table_name, binlog_file, binlog_pos, co
     SELECT database, table_name, binlog_file, binlog_pos, columns FROM pending_resync;
 DROP TABLE pending_resync;
 ALTER TABLE pending_resync_at RENAME TO pending_resync;
+
+-- migration 3
+-- The UNIQUE keys of each shape (JSON list: [{name, columns, prefix, hash}],
+-- in the server's key order): a table without a primary key is keyed by
+-- its first NOT NULL one. NULL in rows written before: no unique keys known.
+ALTER TABLE table_versions ADD COLUMN unique_keys TEXT;
+ALTER TABLE pending_resync ADD COLUMN unique_keys TEXT;

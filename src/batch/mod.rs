@@ -296,6 +296,7 @@ mod tests {
             version: 1,
             columns: vec![ColumnDef::new("id", "int", None, false, true).unwrap()],
             charset: None,
+            unique_keys: Vec::new(),
         };
         let mut b = TableBuffer::new(Arc::new(table));
         let (a, c): (Arc<str>, Arc<str>) = (Arc::from("INSERT a"), Arc::from("INSERT c"));

@@ -174,6 +174,7 @@ fn schema_of(shapes: &[ColumnShape]) -> Option<Arc<TableSchema>> {
         version: 1,
         columns,
         charset: None,
+        unique_keys: Vec::new(),
     }))
 }
 

@@ -47,6 +47,7 @@ pub fn table_schema(columns: &[(&str, &str)]) -> Arc<TableSchema> {
         version: 1,
         columns,
         charset: None,
+        unique_keys: Vec::new(),
     })
 }
 

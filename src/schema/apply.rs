@@ -5,8 +5,8 @@ use mysql_common::binlog::events::{OptionalMetadataField, TableMapEvent};
 use mysql_common::collations::{Collation, CollationId};
 use mysql_common::constants::ColumnType;
 
-use super::ddl::{AlterOp, ColumnPosition, ColumnSpec, TableName};
-use super::{types, ColumnDef, TableSchema};
+use super::ddl::{AlterOp, ColumnPosition, ColumnSpec, TableName, UniqueSpec};
+use super::{sort_unique_keys, types, ColumnDef, TableSchema, UniqueKey};
 
 /// A column's charset: its own, else the table's default (textual types only).
 fn resolve_charset(spec: &ColumnSpec, table_charset: &str) -> Option<String> {
@@ -52,6 +52,132 @@ pub fn columns_from_specs(
         .collect()
 }
 
+/// The unique keys of a CREATE TABLE: those declared on columns (`code INT
+/// UNIQUE`), then the table's, in the server's key order.
+pub fn unique_keys_from_specs(
+    specs: &[ColumnSpec],
+    keys: &[UniqueSpec],
+    columns: &[ColumnDef],
+) -> Result<Vec<UniqueKey>, String> {
+    let mut out = Vec::new();
+    for spec in specs.iter().filter(|s| s.unique) {
+        add_unique(&mut out, columns, &column_unique(&spec.name))?;
+    }
+    for key in keys {
+        add_unique(&mut out, columns, key)?;
+    }
+    sort_unique_keys(columns, &mut out);
+    Ok(out)
+}
+
+/// The unique key a column-level `UNIQUE` makes.
+fn column_unique(column: &str) -> UniqueSpec {
+    UniqueSpec {
+        name: None,
+        parts: vec![(column.to_string(), None)],
+        using_hash: false,
+    }
+}
+
+/// InnoDB's longest B-tree key (16 KiB pages): MariaDB makes a longer
+/// unique key a long hash key.
+const MAX_BTREE_KEY_BYTES: u64 = 3072;
+
+/// The bytes a key part takes in an index, as far as the long-hash rule
+/// needs it; `None` for a BLOB/TEXT column without a prefix (always a long
+/// hash). Types other than strings count 8 bytes, near enough: only string
+/// keys come near the limit.
+fn key_part_bytes(column: &ColumnDef, prefix: Option<u32>) -> Option<u64> {
+    let per_char = column
+        .charset
+        .as_deref()
+        .map_or(1, types::max_bytes_per_char);
+    let lower = column.mysql_type.to_ascii_lowercase();
+    let base = lower
+        .split(|c: char| c == '(' || c.is_whitespace())
+        .next()
+        .unwrap_or("");
+    let declared = lower
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split([')', ',']).next())
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    let prefix = prefix.map(u64::from);
+    match base {
+        "char" | "character" | "nchar" | "varchar" | "nvarchar" => {
+            Some(prefix.or(declared).unwrap_or(1) * per_char)
+        }
+        "binary" | "varbinary" => Some(prefix.or(declared).unwrap_or(1)),
+        "tinytext" | "text" | "mediumtext" | "longtext" | "json" | "tinyblob" | "blob"
+        | "mediumblob" | "longblob" | "geometry" | "point" | "linestring" | "polygon"
+        | "multipoint" | "multilinestring" | "multipolygon" | "geometrycollection" => {
+            prefix.map(|p| p * per_char)
+        }
+        _ => Some(8),
+    }
+}
+
+/// The name the server gives an unnamed key: its first column's, else that
+/// with `_2`, `_3`, … (MariaDB's `make_unique_key_name`). Only the unique
+/// keys are known here, so a plain index of the same name goes unseen.
+fn unique_key_name(keys: &[UniqueKey], column: &str) -> String {
+    let taken = |n: &str| {
+        n.eq_ignore_ascii_case("PRIMARY") || keys.iter().any(|k| k.name.eq_ignore_ascii_case(n))
+    };
+    if !taken(column) {
+        return column.to_string();
+    }
+    (2..)
+        .map(|i| format!("{column}_{i}"))
+        .find(|n| !taken(n))
+        .unwrap_or_default()
+}
+
+/// Adds the unique key `spec` to `keys` (last; the caller sorts). A name
+/// that exists already adds nothing: `ADD UNIQUE IF NOT EXISTS`.
+fn add_unique(
+    keys: &mut Vec<UniqueKey>,
+    columns: &[ColumnDef],
+    spec: &UniqueSpec,
+) -> Result<(), String> {
+    if let Some(name) = &spec.name {
+        if keys.iter().any(|k| k.name.eq_ignore_ascii_case(name)) {
+            return Ok(());
+        }
+    }
+    if spec.parts.is_empty() {
+        return Err("a UNIQUE key without columns".into());
+    }
+    let mut names = Vec::with_capacity(spec.parts.len());
+    let mut bytes = Some(0u64);
+    for (part, prefix) in &spec.parts {
+        let column = &columns[index_of(columns, part)?];
+        names.push(column.name.clone());
+        bytes = bytes
+            .zip(key_part_bytes(column, *prefix))
+            .map(|(a, b)| a + b);
+    }
+    let name = match &spec.name {
+        Some(n) => n.clone(),
+        None => unique_key_name(keys, &names[0]),
+    };
+    keys.push(UniqueKey {
+        name,
+        columns: names,
+        prefix: spec.parts.iter().any(|(_, p)| p.is_some()),
+        hash: spec.using_hash || bytes.is_none_or(|b| b > MAX_BTREE_KEY_BYTES),
+    });
+    Ok(())
+}
+
+/// A column renamed from `old` to `new`, in every key that has it.
+fn rename_in_keys(keys: &mut [UniqueKey], old: &str, new: &str) {
+    for name in keys.iter_mut().flat_map(|k| k.columns.iter_mut()) {
+        if name.eq_ignore_ascii_case(old) {
+            *name = new.to_string();
+        }
+    }
+}
+
 fn index_of(columns: &[ColumnDef], name: &str) -> Result<usize, String> {
     columns
         .iter()
@@ -80,9 +206,17 @@ fn insert_at(
 pub struct Altered {
     pub columns: Vec<ColumnDef>,
     pub charset: String,
+    /// In the server's key order.
+    pub unique_keys: Vec<UniqueKey>,
     pub renamed_to: Option<TableName>,
     /// The name each column had before the statement (`None`: added by it).
     origins: Vec<Option<String>>,
+    /// The unique keys the statement adds, with the index of the clause
+    /// that adds each: the server adds them after every column change, in
+    /// statement order.
+    new_keys: Vec<(usize, UniqueSpec)>,
+    /// The index of the clause being applied.
+    clause: usize,
 }
 
 impl Altered {
@@ -114,11 +248,15 @@ pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, Strin
     let mut altered = Altered {
         columns: base.columns.clone(),
         charset: base.charset.clone().unwrap_or_else(|| "utf8mb4".into()),
+        unique_keys: base.unique_keys.clone(),
         renamed_to: None,
         origins: base.columns.iter().map(|c| Some(c.name.clone())).collect(),
+        new_keys: Vec::new(),
+        clause: 0,
     };
-    // The server applies DROP, CHANGE, MODIFY and RENAME to the table as it
-    // was, then adds the new columns, then rebuilds the keys: `ADD z,
+    // The server applies DROP (of columns and keys), CHANGE, MODIFY and
+    // RENAME to the table as it was, then adds the new columns, then the new
+    // keys: `ADD PRIMARY KEY (a), DROP PRIMARY KEY` moves the key, `ADD z,
     // CHANGE z y` renames the old z and adds a new one, and `DROP i, ADD i …,
     // ADD PRIMARY KEY (i)` keys the new i.
     // A CHANGE or MODIFY of a column that only an ADD of the same statement
@@ -134,15 +272,22 @@ pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, Strin
         AlterOp::Add(..) => 1,
         AlterOp::IfColumn { op, .. } if matches!(op.as_ref(), AlterOp::Add(..)) => 1,
         AlterOp::Change { old, .. } if added(old) => 2,
-        AlterOp::AddPrimaryKey(_) | AlterOp::AddPrimaryKeyIfNone(_) | AlterOp::DropPrimaryKey => 3,
+        AlterOp::AddPrimaryKey(_) | AlterOp::AddPrimaryKeyIfNone(_) | AlterOp::AddUnique(_) => 3,
         AlterOp::Period { .. } => 4,
         _ => 0,
     };
     for p in 0..5 {
-        for op in ops.iter().filter(|op| phase(op) == p) {
+        for (i, op) in ops.iter().enumerate().filter(|(_, op)| phase(op) == p) {
+            altered.clause = i;
             apply_op(&mut altered, op, &base.columns)?;
         }
     }
+    let mut new_keys = std::mem::take(&mut altered.new_keys);
+    new_keys.sort_by_key(|(i, _)| *i);
+    for (_, spec) in &new_keys {
+        add_unique(&mut altered.unique_keys, &altered.columns, spec)?;
+    }
+    sort_unique_keys(&altered.columns, &mut altered.unique_keys);
     Ok(altered)
 }
 
@@ -156,11 +301,22 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
             let column = column_from_spec(spec, &t.charset)?;
             let i = insert_at(&mut t.columns, column, position)?;
             t.origins.insert(i, None);
+            if spec.unique {
+                t.new_keys.push((t.clause, column_unique(&spec.name)));
+            }
         }
         AlterOp::Drop(name) => {
             let i = t.named(name)?;
-            t.columns.remove(i);
+            let column = t.columns.remove(i);
             t.origins.remove(i);
+            // The column leaves every key; a key left without columns goes.
+            // (MariaDB refuses to drop one column of a several-column unique
+            // key; MySQL narrows the key.)
+            for key in t.unique_keys.iter_mut() {
+                key.columns
+                    .retain(|c| !c.eq_ignore_ascii_case(&column.name));
+            }
+            t.unique_keys.retain(|k| !k.columns.is_empty());
         }
         AlterOp::Change {
             old,
@@ -174,6 +330,7 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
             if new.primary_key {
                 new.nullable = false;
             }
+            rename_in_keys(&mut t.unique_keys, &t.columns[i].name, &new.name);
             match position {
                 ColumnPosition::Last => t.columns[i] = new,
                 p => {
@@ -183,10 +340,23 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
                     t.origins.insert(j, origin);
                 }
             }
+            if column.unique {
+                t.new_keys.push((t.clause, column_unique(&column.name)));
+            }
         }
         AlterOp::RenameColumn { old, new } => {
             let i = t.named(old)?;
+            rename_in_keys(&mut t.unique_keys, &t.columns[i].name, new);
             t.columns[i].name = new.clone();
+        }
+        AlterOp::AddUnique(spec) => t.new_keys.push((t.clause, spec.clone())),
+        AlterOp::DropIndex(name) => t.unique_keys.retain(|k| !k.name.eq_ignore_ascii_case(name)),
+        AlterOp::RenameIndex { old, new } => {
+            for key in t.unique_keys.iter_mut() {
+                if key.name.eq_ignore_ascii_case(old) {
+                    key.name = new.clone();
+                }
+            }
         }
         AlterOp::AddPrimaryKey(names) => {
             let columns = &mut t.columns;
@@ -508,7 +678,8 @@ mod tests {
     fn create(sql: &str) -> TableSchema {
         let Change::Create {
             table,
-            columns,
+            columns: specs,
+            unique_keys,
             charset,
             ..
         } = parse_ddl(sql, "s").unwrap().remove(0)
@@ -516,11 +687,13 @@ mod tests {
             panic!()
         };
         let charset = charset.unwrap_or_else(|| "utf8mb4".into());
+        let columns = columns_from_specs(&specs, &charset).unwrap();
         TableSchema {
             database: table.0,
             name: table.1,
             version: 1,
-            columns: columns_from_specs(&columns, &charset).unwrap(),
+            unique_keys: unique_keys_from_specs(&specs, &unique_keys, &columns).unwrap(),
+            columns,
             charset: Some(charset),
         }
     }
@@ -722,5 +895,157 @@ mod tests {
         )
         .unwrap();
         assert!(!b.columns[0].primary_key);
+    }
+
+    fn keys(t: &TableSchema) -> Vec<(String, Vec<String>)> {
+        t.unique_keys
+            .iter()
+            .map(|k| (k.name.clone(), k.columns.clone()))
+            .collect()
+    }
+
+    fn key_list(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+        list.iter()
+            .map(|(n, c)| (n.to_string(), c.iter().map(|c| c.to_string()).collect()))
+            .collect()
+    }
+
+    fn altered(base: &TableSchema, sql: &str) -> TableSchema {
+        let a = alter(base, sql).unwrap();
+        TableSchema {
+            columns: a.columns,
+            unique_keys: a.unique_keys,
+            charset: Some(a.charset),
+            ..base.clone()
+        }
+    }
+
+    /// The order and names checked against MariaDB 10.11 (`SHOW CREATE TABLE`).
+    #[test]
+    fn unique_keys_are_named_and_ordered_like_the_server() {
+        let t = create(
+            "CREATE TABLE t (a INT, b INT NOT NULL, c INT NOT NULL, n VARCHAR(20) NOT NULL, \
+             x TEXT NOT NULL, UNIQUE KEY ua (a), UNIQUE KEY un (n(5)), UNIQUE KEY ub (c, b), UNIQUE (b), \
+             UNIQUE (x), UNIQUE (b))",
+        );
+        assert_eq!(
+            keys(&t),
+            key_list(&[
+                ("ub", &["c", "b"]),
+                ("b", &["b"]),
+                ("b_2", &["b"]),
+                ("un", &["n"]),
+                ("ua", &["a"]),
+                ("x", &["x"]),
+            ])
+        );
+        assert!(t.unique_keys[3].prefix && t.unique_keys[5].hash);
+        assert_eq!(t.fold_key(), ["c", "b"]);
+        assert_eq!(t.clustering_key().unwrap().name, "ub");
+        // A key longer than 3072 bytes is a long hash key, as USING HASH is.
+        let t = create(
+            "CREATE TABLE t (a VARCHAR(768) NOT NULL, b VARCHAR(769) NOT NULL, c INT NOT NULL, \
+             UNIQUE (b), UNIQUE (c) USING HASH, UNIQUE (a)) CHARSET utf8mb4",
+        );
+        let hash: Vec<bool> = t.unique_keys.iter().map(|k| k.hash).collect();
+        assert_eq!(
+            keys(&t),
+            key_list(&[("a", &["a"]), ("b", &["b"]), ("c", &["c"])])
+        );
+        assert_eq!(hash, [false, true, true]);
+        assert_eq!(t.fold_key(), ["a"]);
+    }
+
+    #[test]
+    fn serial_is_a_not_null_unique_key() {
+        let t = create("CREATE TABLE t (pk SERIAL, b TEXT)");
+        assert_eq!(keys(&t), key_list(&[("pk", &["pk"])]));
+        assert_eq!(t.fold_key(), ["pk"]);
+    }
+
+    #[test]
+    fn nullable_unique_keys_key_nothing() {
+        let t = create("CREATE TABLE t (code INT UNIQUE, v INT)");
+        assert_eq!(keys(&t), key_list(&[("code", &["code"])]));
+        assert!(t.fold_key().is_empty());
+        let t = altered(&t, "ALTER TABLE t MODIFY code INT NOT NULL");
+        assert_eq!(t.fold_key(), ["code"]);
+        let t = altered(&t, "ALTER TABLE t MODIFY code BIGINT NULL");
+        assert!(t.fold_key().is_empty());
+    }
+
+    #[test]
+    fn alter_keeps_the_unique_keys_up_to_date() {
+        let base = create(
+            "CREATE TABLE t (a INT NOT NULL, b INT NOT NULL, c INT NOT NULL, d INT, \
+             UNIQUE KEY u (a, b), UNIQUE KEY v (c))",
+        );
+        assert_eq!(base.fold_key(), ["a", "b"]);
+        // A nullable column sends its key behind the NOT NULL ones; NOT NULL
+        // again, it stays there (the server sorts the old order stably).
+        let t = altered(&base, "ALTER TABLE t MODIFY a INT NULL");
+        assert_eq!(keys(&t), key_list(&[("v", &["c"]), ("u", &["a", "b"])]));
+        assert_eq!(t.fold_key(), ["c"]);
+        let t = altered(&t, "ALTER TABLE t MODIFY a INT NOT NULL");
+        assert_eq!(keys(&t), key_list(&[("v", &["c"]), ("u", &["a", "b"])]));
+        assert_eq!(t.fold_key(), ["c"]);
+        // Renamed columns are renamed in their keys.
+        let t = altered(
+            &base,
+            "ALTER TABLE t CHANGE a x INT NOT NULL, RENAME COLUMN b TO y",
+        );
+        assert_eq!(keys(&t), key_list(&[("u", &["x", "y"]), ("v", &["c"])]));
+        assert_eq!(t.fold_key(), ["x", "y"]);
+        // DROP INDEX / KEY / CONSTRAINT, RENAME INDEX, ADD UNIQUE after drops.
+        let t = altered(&base, "ALTER TABLE t DROP INDEX u");
+        assert_eq!(t.fold_key(), ["c"]);
+        let t = altered(
+            &base,
+            "ALTER TABLE t DROP KEY v, DROP CONSTRAINT u, ADD UNIQUE KEY u (b)",
+        );
+        assert_eq!(keys(&t), key_list(&[("u", &["b"])]));
+        let t = altered(
+            &base,
+            "ALTER TABLE t RENAME INDEX u TO z, DROP KEY IF EXISTS nope",
+        );
+        assert_eq!(keys(&t), key_list(&[("z", &["a", "b"]), ("v", &["c"])]));
+        // Added keys come after the old ones, NOT NULL ones first; an unnamed
+        // key takes its first column's name, else with _2; an existing name
+        // adds nothing (IF NOT EXISTS).
+        let t = altered(
+            &base,
+            "ALTER TABLE t ADD UNIQUE (d), ADD UNIQUE (c), ADD CONSTRAINT w UNIQUE KEY (a), \
+             ADD UNIQUE INDEX (a), ADD UNIQUE INDEX IF NOT EXISTS v (d), ADD e INT NOT NULL UNIQUE",
+        );
+        assert_eq!(
+            keys(&t),
+            key_list(&[
+                ("u", &["a", "b"]),
+                ("v", &["c"]),
+                ("c", &["c"]),
+                ("w", &["a"]),
+                ("a", &["a"]),
+                ("e", &["e"]),
+                ("d", &["d"]),
+            ])
+        );
+        // Dropping a key's only column drops the key.
+        let t = altered(&base, "ALTER TABLE t DROP COLUMN c");
+        assert_eq!(keys(&t), key_list(&[("u", &["a", "b"])]));
+        let t = altered(&t, "ALTER TABLE t DROP INDEX u");
+        assert!(t.fold_key().is_empty());
+        // A primary key takes over, and hands back when dropped.
+        let t = altered(&base, "ALTER TABLE t ADD PRIMARY KEY (d)");
+        assert_eq!(t.fold_key(), ["d"]);
+        assert!(t.clustering_key().is_none());
+        // The server drops keys before it adds any, whatever the clause order.
+        let moved = altered(
+            &t,
+            "ALTER TABLE t ADD PRIMARY KEY (a, b), DROP INDEX `PRIMARY`",
+        );
+        assert_eq!(moved.fold_key(), ["a", "b"]);
+        assert!(moved.columns[0].primary_key && !moved.columns[3].primary_key);
+        let t = altered(&t, "ALTER TABLE t DROP PRIMARY KEY");
+        assert_eq!(t.fold_key(), ["a", "b"]);
     }
 }

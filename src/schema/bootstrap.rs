@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 
 use mysql_async::prelude::Queryable;
 
-use super::{ColumnDef, ColumnKind, TableSchema};
+use super::{ColumnDef, ColumnKind, TableSchema, UniqueKey};
 use crate::config::TableFilter;
 use crate::error::{Error, Result};
 
 const COLUMNS_SQL: &str = "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, \
-     c.IS_NULLABLE, c.COLUMN_KEY, c.CHARACTER_SET_NAME, t.TABLE_COLLATION \
+     c.IS_NULLABLE, c.CHARACTER_SET_NAME, t.TABLE_COLLATION \
      FROM information_schema.COLUMNS c JOIN information_schema.TABLES t \
      ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME \
      WHERE t.TABLE_TYPE = 'BASE TABLE' \
@@ -22,10 +22,84 @@ type ColumnRow = (
     String,
     String,
     String,
-    String,
     Option<String>,
     Option<String>,
 );
+
+/// The primary and unique keys. `COLUMNS.COLUMN_KEY` cannot tell them
+/// apart: MariaDB says `PRI` for the columns of the unique key it uses in
+/// place of a missing primary key. A table's keys are listed in the
+/// server's key order (its `SHOW INDEX` order), which decides that key.
+const KEYS_SQL: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, \
+     SUB_PART, INDEX_TYPE FROM information_schema.STATISTICS WHERE NON_UNIQUE = 0 \
+     AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')";
+
+type KeyRow = (
+    String,
+    String,
+    String,
+    u64,
+    Option<String>,
+    Option<u64>,
+    String,
+);
+
+/// One index of [`KEYS_SQL`]: its parts as `(seq, column, prefix)`.
+struct IndexRows {
+    name: String,
+    parts: Vec<(u64, Option<String>, Option<u64>)>,
+    hash: bool,
+}
+
+/// Marks each table's primary key columns and records its unique keys.
+fn add_keys(tables: &mut BTreeMap<(String, String), TableSchema>, rows: Vec<KeyRow>) {
+    let mut indexes: BTreeMap<(String, String), Vec<IndexRows>> = BTreeMap::new();
+    for (db, table, index, seq, column, sub_part, index_type) in rows {
+        let list = indexes.entry((db, table)).or_default();
+        let at = match list.iter().position(|i| i.name == index) {
+            Some(at) => at,
+            None => {
+                list.push(IndexRows {
+                    name: index,
+                    parts: Vec::new(),
+                    hash: index_type.eq_ignore_ascii_case("HASH"),
+                });
+                list.len() - 1
+            }
+        };
+        list[at].parts.push((seq, column, sub_part));
+    }
+    for (key, list) in indexes {
+        let Some(table) = tables.get_mut(&key) else {
+            continue;
+        };
+        for mut index in list {
+            index.parts.sort_by_key(|p| p.0);
+            // A MySQL functional key part has no column: no row key.
+            let Some(columns) = index
+                .parts
+                .iter()
+                .map(|p| p.1.clone())
+                .collect::<Option<Vec<String>>>()
+            else {
+                continue;
+            };
+            if index.name == "PRIMARY" {
+                for c in table.columns.iter_mut() {
+                    c.primary_key = columns.iter().any(|k| k.eq_ignore_ascii_case(&c.name));
+                }
+                continue;
+            }
+            table.unique_keys.push(UniqueKey {
+                name: index.name,
+                columns,
+                prefix: index.parts.iter().any(|p| p.2.is_some()),
+                hash: index.hash,
+            });
+        }
+        super::sort_unique_keys(&table.columns, &mut table.unique_keys);
+    }
+}
 
 /// All captured tables' current shapes, keyed by `(db, table)`, each as version 1.
 pub async fn read_tables(
@@ -37,15 +111,16 @@ pub async fn read_tables(
         .await
         .map_err(|e| Error::Preflight(format!("reading information_schema.COLUMNS: {e}")))?;
     let mut tables: BTreeMap<(String, String), TableSchema> = BTreeMap::new();
-    for (db, table, name, column_type, nullable, key, charset, collation) in rows {
+    for (db, table, name, column_type, nullable, charset, collation) in rows {
         if !filter.captures(&db, &table) {
             continue;
         }
-        let column = ColumnDef::new(name, column_type, charset, nullable == "YES", key == "PRI")
-            .map_err(|message| Error::Schema {
+        let column = ColumnDef::new(name, column_type, charset, nullable == "YES", false).map_err(
+            |message| Error::Schema {
                 table: format!("{db}.{table}"),
                 message,
-            })?;
+            },
+        )?;
         tables
             .entry((db.clone(), table.clone()))
             .or_insert_with(|| TableSchema {
@@ -54,10 +129,16 @@ pub async fn read_tables(
                 version: 1,
                 columns: Vec::new(),
                 charset: collation.as_deref().map(super::ddl::charset_of_collation),
+                unique_keys: Vec::new(),
             })
             .columns
             .push(column);
     }
+    let keys: Vec<KeyRow> = conn
+        .query(KEYS_SQL)
+        .await
+        .map_err(|e| Error::Preflight(format!("reading information_schema.STATISTICS: {e}")))?;
+    add_keys(&mut tables, keys);
     warn_about_lost_labels(conn, &tables).await;
     Ok(tables)
 }

@@ -1,6 +1,6 @@
 //! `sluice schema show | history | resync`.
 
-use super::apply::columns_from_specs;
+use super::apply::{columns_from_specs, unique_keys_from_specs};
 use super::bootstrap;
 use super::ddl::{parse_ddl, Change};
 use super::history::{PointInTime, SchemaHistory, TableVersion};
@@ -306,7 +306,10 @@ fn shape_from_create(
     };
     let mut changes = parse_ddl(sql, db).map_err(|e| bad(format!("--shape: {e}")))?;
     let Some(Change::Create {
-        columns, charset, ..
+        columns,
+        unique_keys,
+        charset,
+        ..
     }) = (changes.len() == 1).then(|| changes.remove(0))
     else {
         return Err(bad(
@@ -323,13 +326,16 @@ fn shape_from_create(
                 .into(),
         )
     })?;
-    let columns =
-        columns_from_specs(&columns, &charset).map_err(|e| bad(format!("--shape: {e}")))?;
+    let specs = columns;
+    let columns = columns_from_specs(&specs, &charset).map_err(|e| bad(format!("--shape: {e}")))?;
+    let unique_keys = unique_keys_from_specs(&specs, &unique_keys, &columns)
+        .map_err(|e| bad(format!("--shape: {e}")))?;
     Ok(TableSchema {
         database: db.to_string(),
         name: tbl.to_string(),
         version: 0,
         columns,
         charset: Some(charset),
+        unique_keys,
     })
 }

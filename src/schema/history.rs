@@ -11,13 +11,22 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 
-use super::{ColumnDef, TableSchema};
+use super::{ColumnDef, TableSchema, UniqueKey};
 use crate::commit::Manifest;
 use crate::error::{Error, Result};
 use crate::source::BinlogPosition;
 
 const MIGRATIONS: &str = include_str!("../../schemas/table_meta.sql");
 pub const LAKE_DIR: &str = "_sluice/schema";
+
+/// A shape `schema resync` recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResyncShape {
+    pub columns: Vec<ColumnDef>,
+    pub unique_keys: Vec<UniqueKey>,
+    /// The table's default charset, when recorded.
+    pub charset: Option<String>,
+}
 
 /// One version of one table's shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +67,70 @@ fn columns_json(columns: &[ColumnDef]) -> serde_json::Value {
         .collect()
 }
 
+fn unique_keys_json(keys: &[UniqueKey]) -> serde_json::Value {
+    keys.iter()
+        .map(|k| {
+            json!({
+                "name": k.name,
+                "columns": k.columns,
+                "prefix": k.prefix,
+                "hash": k.hash,
+            })
+        })
+        .collect()
+}
+
+/// Absent or null (a history written before unique keys were recorded): none.
+fn unique_keys_from_json(
+    v: Option<&serde_json::Value>,
+) -> std::result::Result<Vec<UniqueKey>, String> {
+    let Some(list) = v.filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let list = list.as_array().ok_or("unique_keys is not a list")?;
+    list.iter()
+        .map(|k| {
+            let b = |f: &str| k.get(f).and_then(|v| v.as_bool()).unwrap_or(false);
+            Ok(UniqueKey {
+                name: k
+                    .get("name")
+                    .and_then(|n| n.as_str())
+                    .ok_or("a unique key without a name")?
+                    .to_string(),
+                columns: k
+                    .get("columns")
+                    .and_then(|c| c.as_array())
+                    .ok_or("a unique key without columns")?
+                    .iter()
+                    .map(|c| {
+                        c.as_str()
+                            .map(str::to_string)
+                            .ok_or("a column name that is no string")
+                    })
+                    .collect::<std::result::Result<_, _>>()?,
+                prefix: b("prefix"),
+                hash: b("hash"),
+            })
+        })
+        .collect()
+}
+
+/// The stored text of a unique-keys column (NULL when empty, as rows from
+/// before the column read).
+fn unique_keys_text(keys: &[UniqueKey]) -> Option<String> {
+    (!keys.is_empty()).then(|| unique_keys_json(keys).to_string())
+}
+
+fn unique_keys_from_text(text: Option<&str>) -> std::result::Result<Vec<UniqueKey>, String> {
+    match text {
+        None => Ok(Vec::new()),
+        Some(t) => {
+            let v: serde_json::Value = serde_json::from_str(t).map_err(|e| e.to_string())?;
+            unique_keys_from_json(Some(&v))
+        }
+    }
+}
+
 fn columns_from_json(v: &serde_json::Value) -> std::result::Result<Vec<ColumnDef>, String> {
     let list = v.as_array().ok_or("columns is not a list")?;
     list.iter()
@@ -93,6 +166,7 @@ impl TableVersion {
             "checkpoint": self.checkpoint,
             "charset": self.schema.charset,
             "columns": columns_json(&self.schema.columns),
+            "unique_keys": unique_keys_json(&self.schema.unique_keys),
         })
     }
 
@@ -114,6 +188,7 @@ impl TableVersion {
                     .get("charset")
                     .and_then(|c| c.as_str())
                     .map(str::to_string),
+                unique_keys: unique_keys_from_json(v.get("unique_keys"))?,
             },
             order_key: int(v.get("order_key"), "order_key")?,
             position: BinlogPosition {
@@ -291,8 +366,8 @@ impl SchemaHistory {
         self.db
             .execute(
                 "INSERT OR REPLACE INTO table_versions (database, table_name, version, order_key, binlog_file, \
-                 binlog_pos, gtid, committed_at, statement, dropped, columns, checkpoint_seq, table_charset) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 binlog_pos, gtid, committed_at, statement, dropped, columns, checkpoint_seq, table_charset, \
+                 unique_keys) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                 params![
                     v.schema.database,
                     v.schema.name,
@@ -307,6 +382,7 @@ impl SchemaHistory {
                     columns_json(&v.schema.columns).to_string(),
                     v.checkpoint as i64,
                     v.schema.charset,
+                    unique_keys_text(&v.schema.unique_keys),
                 ],
             )
             .map_err(sql_err)?;
@@ -326,7 +402,7 @@ impl SchemaHistory {
     fn query(&self, where_sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<TableVersion>> {
         let sql = format!(
             "SELECT database, table_name, version, order_key, binlog_file, binlog_pos, gtid, committed_at, \
-             statement, dropped, columns, checkpoint_seq, table_charset FROM table_versions {where_sql} \
+             statement, dropped, columns, checkpoint_seq, table_charset, unique_keys FROM table_versions {where_sql} \
              ORDER BY database, table_name, version"
         );
         let mut stmt = self.db.prepare(&sql).map_err(sql_err)?;
@@ -346,6 +422,7 @@ impl SchemaHistory {
                     r.get::<_, String>(10)?,
                     r.get::<_, i64>(11)?,
                     r.get::<_, Option<String>>(12)?,
+                    r.get::<_, Option<String>>(13)?,
                 ))
             })
             .map_err(sql_err)?;
@@ -365,10 +442,13 @@ impl SchemaHistory {
                 columns,
                 ckpt,
                 charset,
+                unique_keys,
             ) = row.map_err(sql_err)?;
             let columns: serde_json::Value = serde_json::from_str(&columns)
                 .map_err(|e| Error::State(format!("schema history of {db}.{table}: {e}")))?;
             let columns = columns_from_json(&columns)
+                .map_err(|e| Error::State(format!("schema history of {db}.{table}: {e}")))?;
+            let unique_keys = unique_keys_from_text(unique_keys.as_deref())
                 .map_err(|e| Error::State(format!("schema history of {db}.{table}: {e}")))?;
             out.push(TableVersion {
                 schema: TableSchema {
@@ -377,6 +457,7 @@ impl SchemaHistory {
                     version,
                     columns,
                     charset,
+                    unique_keys,
                 },
                 order_key,
                 position: BinlogPosition {
@@ -432,47 +513,51 @@ impl SchemaHistory {
     pub fn add_pending_resync(&self, schema: &TableSchema, at: &BinlogPosition) -> Result<()> {
         self.db
             .execute(
-                "INSERT OR REPLACE INTO pending_resync (database, table_name, binlog_file, binlog_pos, columns, table_charset) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT OR REPLACE INTO pending_resync (database, table_name, binlog_file, binlog_pos, columns, table_charset, \
+                 unique_keys) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     schema.database,
                     schema.name,
                     at.file,
                     at.pos as i64,
                     columns_json(&schema.columns).to_string(),
-                    schema.charset
+                    schema.charset,
+                    unique_keys_text(&schema.unique_keys),
                 ],
             )
             .map_err(sql_err)?;
         Ok(())
     }
 
-    /// The resync shape recorded for this table at position `at`: its columns
-    /// and, when recorded, the table's default charset.
+    /// The resync shape recorded for this table at position `at`: its columns,
+    /// its unique keys and, when recorded, the table's default charset.
     pub fn pending_resync(
         &self,
         db: &str,
         table: &str,
         at: &BinlogPosition,
-    ) -> Result<Option<(Vec<ColumnDef>, Option<String>)>> {
-        let row: Option<(String, Option<String>)> = self
+    ) -> Result<Option<ResyncShape>> {
+        let row: Option<(String, Option<String>, Option<String>)> = self
             .db
             .query_row(
-                "SELECT columns, table_charset FROM pending_resync WHERE database = ?1 AND table_name = ?2 \
-                 AND binlog_file = ?3 AND binlog_pos = ?4",
+                "SELECT columns, table_charset, unique_keys FROM pending_resync WHERE database = ?1 \
+                 AND table_name = ?2 AND binlog_file = ?3 AND binlog_pos = ?4",
                 params![db, table, at.file, at.pos as i64],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()
             .map_err(sql_err)?;
         match row {
             None => Ok(None),
-            Some((text, charset)) => {
-                let v: serde_json::Value = serde_json::from_str(&text)
-                    .map_err(|e| Error::State(format!("pending resync: {e}")))?;
-                let columns = columns_from_json(&v)
-                    .map_err(|e| Error::State(format!("pending resync: {e}")))?;
-                Ok(Some((columns, charset)))
+            Some((text, charset, keys)) => {
+                let bad = |e: String| Error::State(format!("pending resync: {e}"));
+                let v: serde_json::Value =
+                    serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+                Ok(Some(ResyncShape {
+                    columns: columns_from_json(&v).map_err(bad)?,
+                    unique_keys: unique_keys_from_text(keys.as_deref()).map_err(bad)?,
+                    charset,
+                }))
             }
         }
     }
@@ -733,6 +818,7 @@ mod tests {
                     })
                     .collect(),
                 charset: Some("utf8mb4".into()),
+                unique_keys: Vec::new(),
             },
             order_key: v as i64 * 10,
             position: BinlogPosition {
@@ -745,6 +831,51 @@ mod tests {
             dropped: false,
             checkpoint: ckpt,
         }
+    }
+
+    #[test]
+    fn unique_keys_are_kept_and_old_versions_have_none() {
+        let h = SchemaHistory::in_memory().unwrap();
+        let mut v = version(1, 100, 1, &[("code", "varchar(3)"), ("n", "int")]);
+        v.schema.unique_keys = vec![
+            UniqueKey {
+                name: "code".into(),
+                columns: vec!["code".into()],
+                prefix: false,
+                hash: false,
+            },
+            UniqueKey {
+                name: "k2".into(),
+                columns: vec!["n".into(), "code".into()],
+                prefix: true,
+                hash: true,
+            },
+        ];
+        h.insert(&v).unwrap();
+        assert_eq!(h.versions("shop", "t").unwrap(), [v.clone()]);
+        assert_eq!(TableVersion::from_json(&v.to_json()).unwrap(), v);
+        // A lake version and a SQLite row from before unique keys were recorded.
+        let mut old = v.to_json();
+        old.as_object_mut().unwrap().remove("unique_keys");
+        assert!(TableVersion::from_json(&old)
+            .unwrap()
+            .schema
+            .unique_keys
+            .is_empty());
+        h.db.execute("UPDATE table_versions SET unique_keys = NULL", [])
+            .unwrap();
+        assert!(h.versions("shop", "t").unwrap()[0]
+            .schema
+            .unique_keys
+            .is_empty());
+        // `schema resync` shapes keep them too.
+        let at = BinlogPosition {
+            file: "binlog.000001".into(),
+            pos: 700,
+        };
+        h.add_pending_resync(&v.schema, &at).unwrap();
+        let resync = h.pending_resync("shop", "t", &at).unwrap().unwrap();
+        assert_eq!(resync.unique_keys, v.schema.unique_keys);
     }
 
     #[test]

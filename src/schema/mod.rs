@@ -231,6 +231,45 @@ pub struct TableSchema {
     pub columns: Vec<ColumnDef>,
     /// The table's default character set (for columns added later).
     pub charset: Option<String>,
+    /// The table's UNIQUE indexes (the primary key aside), in the server's
+    /// key order ([`sort_unique_keys`]).
+    pub unique_keys: Vec<UniqueKey>,
+}
+
+/// A UNIQUE index of a table, other than the primary key. `primary_key` on
+/// [`ColumnDef`] marks a real `PRIMARY KEY` only; a unique key that the
+/// server uses in place of a missing one is found by
+/// [`TableSchema::clustering_key`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UniqueKey {
+    /// The index name, as `DROP INDEX` names it.
+    pub name: String,
+    /// Its columns, in index order.
+    pub columns: Vec<String>,
+    /// Some column is indexed by a prefix only (`UNIQUE (name(10))`).
+    pub prefix: bool,
+    /// MariaDB's long unique key (`USING HASH`): a BLOB/TEXT column without
+    /// a prefix, a key longer than InnoDB's 3072 bytes, or `USING HASH`.
+    pub hash: bool,
+}
+
+/// Puts unique keys in the order the server keeps them (MariaDB's
+/// `sort_keys` in sql_table.cc): long hash keys last, before them the keys
+/// with a nullable column, before those the prefix keys; otherwise in the
+/// order they were made. The order decides which key
+/// [`TableSchema::clustering_key`] picks, and it is the order
+/// `information_schema.STATISTICS` lists them in.
+pub fn sort_unique_keys(columns: &[ColumnDef], keys: &mut [UniqueKey]) {
+    keys.sort_by_key(|k| (k.hash, has_nullable_column(columns, k), k.prefix));
+}
+
+fn has_nullable_column(columns: &[ColumnDef], key: &UniqueKey) -> bool {
+    key.columns.iter().any(|name| {
+        columns
+            .iter()
+            .find(|c| c.name.eq_ignore_ascii_case(name))
+            .is_none_or(|c| c.nullable)
+    })
 }
 
 impl TableSchema {
@@ -243,6 +282,48 @@ impl TableSchema {
         self.columns
             .iter()
             .map(|c| Field::new(&c.name, c.kind.arrow_type(), force_nullable || c.nullable))
+            .collect()
+    }
+
+    /// The unique key InnoDB clusters a table without a primary key by, and
+    /// that MariaDB then shows as the primary key (`COLUMN_KEY = 'PRI'`, the
+    /// TABLE_MAP's primary key): the first in key order whose columns are
+    /// all NOT NULL, none indexed by a prefix, and that is no long hash key.
+    /// A nullable unique key allows any number of rows whose key is NULL, so
+    /// it does not identify a row. `None` when the table has a primary key.
+    pub fn clustering_key(&self) -> Option<&UniqueKey> {
+        if self.columns.iter().any(|c| c.primary_key) {
+            return None;
+        }
+        self.unique_keys
+            .iter()
+            .find(|k| !k.hash && !k.prefix && !has_nullable_column(&self.columns, k))
+    }
+
+    /// The columns that identify a row, as the current-state tables fold
+    /// by them: the primary key's in table order, else those of the
+    /// [`clustering_key`](Self::clustering_key) in index order, else none.
+    pub fn fold_key(&self) -> Vec<String> {
+        let pk: Vec<String> = self
+            .columns
+            .iter()
+            .filter(|c| c.primary_key)
+            .map(|c| c.name.clone())
+            .collect();
+        if !pk.is_empty() {
+            return pk;
+        }
+        let Some(key) = self.clustering_key() else {
+            return Vec::new();
+        };
+        key.columns
+            .iter()
+            .filter_map(|name| {
+                self.columns
+                    .iter()
+                    .find(|c| c.name.eq_ignore_ascii_case(name))
+                    .map(|c| c.name.clone())
+            })
             .collect()
     }
 

@@ -9,14 +9,33 @@ use mysql_common::binlog::events::TableMapEvent;
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::apply::{apply_alter, columns_from_specs, derive_from_table_map};
+use super::apply::{
+    apply_alter, columns_from_specs, derive_from_table_map, unique_keys_from_specs,
+};
 use super::ddl::{ddl_effect, parse_ddl_on, Change, DdlEffect, ServerVersion, TableName};
 use super::history::{SchemaHistory, TableVersion};
-use super::{ColumnDef, TableSchema};
+use super::{ColumnDef, TableSchema, UniqueKey};
 use crate::config::TableFilter;
 use crate::decode::rows::TablePlan;
 use crate::error::{Error, Result};
 use crate::source::BinlogPosition;
+
+/// A table's shape apart from its name and version: what a new version records.
+struct Shape {
+    columns: Vec<ColumnDef>,
+    charset: Option<String>,
+    unique_keys: Vec<UniqueKey>,
+}
+
+impl Shape {
+    fn of(t: &TableSchema) -> Shape {
+        Shape {
+            columns: t.columns.clone(),
+            charset: t.charset.clone(),
+            unique_keys: t.unique_keys.clone(),
+        }
+    }
+}
 
 /// Where and when a DDL statement (or a derived shape) takes effect.
 #[derive(Debug, Clone)]
@@ -195,8 +214,7 @@ impl SchemaTracker {
     fn record(
         &mut self,
         t: &TableName,
-        columns: Vec<ColumnDef>,
-        charset: Option<String>,
+        shape: Shape,
         at: &StreamPoint,
         statement: Option<&str>,
         dropped: bool,
@@ -205,8 +223,9 @@ impl SchemaTracker {
             database: t.0.clone(),
             name: t.1.clone(),
             version: self.next_version(t)?,
-            columns,
-            charset,
+            columns: shape.columns,
+            charset: shape.charset,
+            unique_keys: shape.unique_keys,
         };
         let v = TableVersion {
             schema: schema.clone(),
@@ -247,7 +266,7 @@ impl SchemaTracker {
                 continue;
             }
             if at_head {
-                self.record(&key, t.columns, t.charset, at, None, false)?;
+                self.record(&key, Shape::of(&t), at, None, false)?;
             } else {
                 self.provisional.insert(key, (t, at.clone()));
             }
@@ -273,8 +292,7 @@ impl SchemaTracker {
         match self.provisional.remove(t) {
             Some((schema, at)) => Ok(Some(self.record(
                 t,
-                schema.columns,
-                schema.charset,
+                Shape::of(&schema),
                 &at,
                 None,
                 false,
@@ -292,14 +310,22 @@ impl SchemaTracker {
     ) -> Result<Vec<TableName>> {
         let mut applied = Vec::new();
         for t in tables {
-            if let Some((columns, charset)) =
-                self.history.pending_resync(&t.0, &t.1, &at.position)?
-            {
-                let charset = match charset {
+            if let Some(resync) = self.history.pending_resync(&t.0, &t.1, &at.position)? {
+                let charset = match resync.charset {
                     Some(c) => Some(c),
                     None => self.shape(t)?.and_then(|s| s.charset.clone()),
                 };
-                self.record(t, columns, charset, at, Some(statement), false)?;
+                self.record(
+                    t,
+                    Shape {
+                        columns: resync.columns,
+                        charset,
+                        unique_keys: resync.unique_keys,
+                    },
+                    at,
+                    Some(statement),
+                    false,
+                )?;
                 self.applied_resyncs.push((t.clone(), at.position.clone()));
                 info!(table = %format!("{}.{}", t.0, t.1), at = %at.position, "applied the shape recorded by `schema resync`");
                 applied.push(t.clone());
@@ -434,7 +460,8 @@ impl SchemaTracker {
         match change {
             Change::Create {
                 table,
-                columns,
+                columns: specs,
+                unique_keys,
                 charset,
                 if_not_exists,
                 ..
@@ -445,10 +472,21 @@ impl SchemaTracker {
                 self.provisional.remove(&table);
                 touched.push(table.clone());
                 let charset = self.table_charset(&table.0, charset);
-                let columns = columns_from_specs(&columns, &charset)?;
+                let columns = columns_from_specs(&specs, &charset)?;
+                let unique_keys = unique_keys_from_specs(&specs, &unique_keys, &columns)?;
                 fx.closed.push(name(&table));
-                self.record(&table, columns, Some(charset), at, Some(statement), false)
-                    .map_err(err)?;
+                self.record(
+                    &table,
+                    Shape {
+                        columns,
+                        charset: Some(charset),
+                        unique_keys,
+                    },
+                    at,
+                    Some(statement),
+                    false,
+                )
+                .map_err(err)?;
                 fx.captured = true;
             }
             Change::CreateLike {
@@ -468,15 +506,8 @@ impl SchemaTracker {
                     )
                 })?;
                 fx.closed.push(name(&table));
-                self.record(
-                    &table,
-                    source.columns.clone(),
-                    source.charset.clone(),
-                    at,
-                    Some(statement),
-                    false,
-                )
-                .map_err(err)?;
+                self.record(&table, Shape::of(&source), at, Some(statement), false)
+                    .map_err(err)?;
                 fx.captured = true;
             }
             Change::CreateAsSelect { table } => {
@@ -505,23 +536,19 @@ impl SchemaTracker {
                 fx.closed.push(name(&table));
                 match altered.renamed_to {
                     Some(to) if to != table => {
-                        self.record(
-                            &table,
-                            base.columns.clone(),
-                            base.charset.clone(),
-                            at,
-                            Some(statement),
-                            true,
-                        )
-                        .map_err(err)?;
+                        self.record(&table, Shape::of(&base), at, Some(statement), true)
+                            .map_err(err)?;
                         renamed.push((table.clone(), to.clone()));
                         if self.captures(&to) {
                             touched.push(to.clone());
                             fx.closed.push(name(&to));
                             self.record(
                                 &to,
-                                altered.columns,
-                                Some(altered.charset),
+                                Shape {
+                                    columns: altered.columns,
+                                    charset: Some(altered.charset),
+                                    unique_keys: altered.unique_keys,
+                                },
                                 at,
                                 Some(statement),
                                 false,
@@ -532,8 +559,11 @@ impl SchemaTracker {
                     _ => {
                         self.record(
                             &table,
-                            altered.columns,
-                            Some(altered.charset),
+                            Shape {
+                                columns: altered.columns,
+                                charset: Some(altered.charset),
+                                unique_keys: altered.unique_keys,
+                            },
                             at,
                             Some(statement),
                             false,
@@ -553,30 +583,16 @@ impl SchemaTracker {
                     if let Some(shape) = &shape {
                         touched.push(from.clone());
                         fx.closed.push(name(&from));
-                        self.record(
-                            &from,
-                            shape.columns.clone(),
-                            shape.charset.clone(),
-                            at,
-                            Some(statement),
-                            true,
-                        )
-                        .map_err(err)?;
+                        self.record(&from, Shape::of(shape), at, Some(statement), true)
+                            .map_err(err)?;
                     }
                     if self.captures(&to) {
                         touched.push(to.clone());
                         fx.closed.push(name(&to));
                         match shape {
                             Some(shape) => {
-                                self.record(
-                                    &to,
-                                    shape.columns.clone(),
-                                    shape.charset.clone(),
-                                    at,
-                                    Some(statement),
-                                    false,
-                                )
-                                .map_err(err)?;
+                                self.record(&to, Shape::of(&shape), at, Some(statement), false)
+                                    .map_err(err)?;
                             }
                             None => {
                                 // Renamed from a table we do not track: its shape comes from
@@ -594,15 +610,8 @@ impl SchemaTracker {
                         fx.captured = true;
                         fx.markers.push(Arc::clone(&shape));
                         fx.closed.push(name(&t));
-                        self.record(
-                            &t,
-                            shape.columns.clone(),
-                            shape.charset.clone(),
-                            at,
-                            Some(statement),
-                            true,
-                        )
-                        .map_err(err)?;
+                        self.record(&t, Shape::of(&shape), at, Some(statement), true)
+                            .map_err(err)?;
                     }
                 }
             }
@@ -674,7 +683,13 @@ impl SchemaTracker {
                 }
                 warn!(%table, at = %at.position, %problem, "taking the table's shape from the binlog's FULL metadata");
                 let charset = self.current.get(&key).and_then(|s| s.charset.clone());
-                let schema = self.record(&key, columns, charset, at, Some("-- derived from TABLE_MAP (binlog_row_metadata=FULL)"), false)?;
+                // The TABLE_MAP tells no unique keys: those known that still fit.
+                let unique_keys = self
+                    .current
+                    .get(&key)
+                    .map(|s| kept_unique_keys(&s.unique_keys, &columns))
+                    .unwrap_or_default();
+                let schema = self.record(&key, Shape { columns, charset, unique_keys }, at, Some("-- derived from TABLE_MAP (binlog_row_metadata=FULL)"), false)?;
                 let plan = TablePlan::new(schema, tme).map_err(|m| schema_err(format!("at {}: {m}", at.position)))?;
                 self.log_ddl("-- derived from TABLE_MAP (binlog_row_metadata=FULL)", &key.0, at, std::slice::from_ref(&key), &[]);
                 Ok(Some(Arc::new(plan)))
@@ -685,6 +700,21 @@ impl SchemaTracker {
             ))),
         }
     }
+}
+
+/// The unique keys of `keys` whose columns all exist in `columns`.
+fn kept_unique_keys(keys: &[UniqueKey], columns: &[ColumnDef]) -> Vec<UniqueKey> {
+    let mut kept: Vec<UniqueKey> = keys
+        .iter()
+        .filter(|k| {
+            k.columns
+                .iter()
+                .all(|n| columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
+        })
+        .cloned()
+        .collect();
+    super::sort_unique_keys(columns, &mut kept);
+    kept
 }
 
 /// The TABLE_MAP shows MariaDB's INET4, INET6 and UUID as BINARY(4) and

@@ -64,7 +64,9 @@ BEGIN
              IF(EXISTS (SELECT 1 FROM information_schema.STATISTICS s
                         WHERE s.TABLE_SCHEMA = d AND s.TABLE_NAME = t AND s.INDEX_NAME = 'PRIMARY'
                           AND s.COLUMN_NAME = c.COLUMN_NAME), 'PRI', ''),
-             IFNULL(c.CHARACTER_SET_NAME, '-')
+             IFNULL(c.CHARACTER_SET_NAME, '-'),
+             -- The row key: the primary key, or else that unique key.
+             IF(c.COLUMN_KEY = 'PRI', 'KEY', '')
         FROM information_schema.COLUMNS c
         WHERE c.TABLE_SCHEMA = d AND c.TABLE_NAME = t ORDER BY c.ORDINAL_POSITION;
       SET @corpus_n = @corpus_n + 1;

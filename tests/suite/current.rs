@@ -278,6 +278,76 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
     );
 }
 
+/// A table without a primary key is keyed by its first NOT NULL unique key,
+/// as InnoDB keys it; a nullable unique key keys nothing (any number of rows
+/// may have a NULL there).
+#[test]
+fn a_not_null_unique_key_keys_a_current_table() {
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.u (id INT, code VARCHAR(10) NOT NULL, v INT, UNIQUE KEY (code));
+         INSERT INTO shop.u VALUES (1, 'a', 10), (2, 'b', 20);",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.extra = "[current]\nenabled = true\nrefresh = \"1s\"\n".into();
+    // shop.u is read from information_schema at start; shop.u2 from its
+    // statement in the binlog; shop.un has a nullable unique key only.
+    db.sql(
+        "CREATE TABLE shop.u2 (n INT NOT NULL, m INT NOT NULL, v VARCHAR(10), x INT UNIQUE, \
+           UNIQUE KEY nm (m, n));
+         CREATE TABLE shop.un (code INT, v INT, UNIQUE KEY (code));
+         INSERT INTO shop.u VALUES (3, 'c', 30), (4, 'd', 40);
+         UPDATE shop.u SET v = 21 WHERE code = 'b';
+         UPDATE shop.u SET code = 'c2', v = 31 WHERE code = 'c';
+         DELETE FROM shop.u WHERE code = 'a';
+         INSERT INTO shop.u2 VALUES (1, 1, 'x', NULL), (1, 2, 'y', NULL), (2, 1, 'z', 5);
+         UPDATE shop.u2 SET n = 3 WHERE m = 2;
+         DELETE FROM shop.u2 WHERE v = 'z';
+         INSERT INTO shop.un VALUES (NULL, 1), (NULL, 2), (1, 3);",
+    );
+    sluice.run_until_caught_up_ok();
+    let u = current_dir(lake.path(), &db, "u");
+    let cols = ["code", "id", "v"];
+    assert_same_table(
+        "shop.u",
+        &source_rows(&db, "u", &cols),
+        &current_rows(&u, &cols, None),
+    );
+    // Keyed by (m, n); the check keys rows by m, unique in these rows.
+    let u2 = current_dir(lake.path(), &db, "u2");
+    let cols2 = ["m", "n", "v", "x"];
+    assert_same_table(
+        "shop.u2",
+        &source_rows(&db, "u2", &cols2),
+        &current_rows(&u2, &cols2, None),
+    );
+    assert!(!current_dir(lake.path(), &db, "un").exists());
+
+    // More changes, a key value moved back, then a primary key takes over.
+    db.sql(
+        "UPDATE shop.u SET code = 'a', v = 11 WHERE code = 'c2';
+         INSERT INTO shop.u VALUES (5, 'c2', 50);
+         ALTER TABLE shop.u2 ADD PRIMARY KEY (v);
+         UPDATE shop.u2 SET m = 9 WHERE v = 'x';",
+    );
+    sluice.run_until_caught_up_ok();
+    assert_same_table(
+        "shop.u after more changes",
+        &source_rows(&db, "u", &cols),
+        &current_rows(&u, &cols, None),
+    );
+    let cols2 = ["v", "m", "n", "x"];
+    assert_same_table(
+        "shop.u2 keyed by its new primary key",
+        &source_rows(&db, "u2", &cols2),
+        &current_rows(&u2, &cols2, None),
+    );
+}
+
+
 /// 2M rows in 1 MiB files: a fold of 1 % recent changes (updates of the
 /// newest keys and new rows) rewrites under a tenth of the table, from the
 /// sizes of the Delta log's remove and add actions.

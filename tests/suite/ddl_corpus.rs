@@ -7,7 +7,9 @@
 //! whole corpus (1,887 statements, about 2 min on a 2-core machine). sluice
 //! replays the whole binlog once; then the shape it recorded at the position
 //! right after each statement must equal the server's shape at that moment
-//! (column names in order, types, nullability, primary key, charset), and at
+//! (column names in order, types, nullability, primary key, charset, and the
+//! row key: the primary key or the unique key the server uses in its place),
+//! and at
 //! the end every table's rows, replayed from the lake, must equal the server's.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +62,10 @@ struct Col {
     nullable: bool,
     primary_key: bool,
     charset: Option<String>,
+    /// A column of the key rows are told apart by: the primary key, else the
+    /// unique key the server uses in its place (`COLUMN_KEY = 'PRI'`); for
+    /// sluice, `TableSchema::fold_key` of the recorded version.
+    row_key: bool,
 }
 
 /// Splits `base(args) rest` of a type text, lower-cased outside quotes.
@@ -254,10 +260,54 @@ fn server_col(fields: &[Option<String>]) -> Col {
         nullable: f(5) == "YES",
         primary_key: f(6) == "PRI",
         charset: Some(f(7)).filter(|c| c != "-"),
+        row_key: f(8) == "KEY",
     }
 }
 
+/// The columns of a recorded version's row key: its primary key's, else
+/// those of the first unique key (in the recorded order, the server's) that
+/// has no prefix part, is no long hash key and has NOT NULL columns only.
+fn recorded_row_key(version: &Value) -> BTreeSet<String> {
+    let columns = version["columns"].as_array().unwrap();
+    let name = |c: &Value| c.as_str().unwrap().to_ascii_lowercase();
+    let pk: BTreeSet<String> = columns
+        .iter()
+        .filter(|c| c["primary_key"] == true)
+        .map(|c| name(&c["name"]))
+        .collect();
+    if !pk.is_empty() {
+        return pk;
+    }
+    let not_null = |n: &str| {
+        columns
+            .iter()
+            .any(|c| name(&c["name"]) == n && c["nullable"] == false)
+    };
+    let keys = version["unique_keys"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    keys.iter()
+        .map(|k| {
+            (
+                k,
+                k["columns"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(name)
+                    .collect::<BTreeSet<String>>(),
+            )
+        })
+        .find(|(k, cols)| {
+            k["prefix"] == false && k["hash"] == false && cols.iter().all(|c| not_null(c))
+        })
+        .map(|(_, cols)| cols)
+        .unwrap_or_default()
+}
+
 fn sluice_cols(version: &Value) -> Vec<Col> {
+    let row_key = recorded_row_key(version);
     version["columns"]
         .as_array()
         .unwrap()
@@ -268,6 +318,7 @@ fn sluice_cols(version: &Value) -> Vec<Col> {
             nullable: c["nullable"].as_bool().unwrap(),
             primary_key: c["primary_key"].as_bool().unwrap(),
             charset: c["charset"].as_str().map(str::to_owned),
+            row_key: row_key.contains(&c["name"].as_str().unwrap().to_ascii_lowercase()),
         })
         .collect()
 }

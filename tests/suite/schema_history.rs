@@ -3,7 +3,7 @@
 //! and its checkpoint, a lost state dir, and the way out of a DDL sluice
 //! cannot read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::common::*;
@@ -808,4 +808,147 @@ fn resync_keeps_a_shape_per_stop_and_takes_one_for_a_table_gone_from_the_server(
     let history = history_json(&sluice, "shop.u");
     let shapes: Vec<Vec<String>> = history.iter().map(column_names).collect();
     assert_eq!(shapes, [vec!["id"], vec!["id", "p"], vec!["id", "p", "q"]]);
+}
+
+/// The row key a recorded shape gives (`TableSchema::fold_key`): the primary
+/// key's columns, else the first unique key (in the recorded key order) that
+/// is no prefix and no long hash key and has only NOT NULL columns.
+fn recorded_key(version: &Value) -> BTreeSet<String> {
+    let columns = version["columns"].as_array().unwrap();
+    let pk: BTreeSet<String> = columns
+        .iter()
+        .filter(|c| c["primary_key"] == true)
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect();
+    if !pk.is_empty() {
+        return pk;
+    }
+    let not_null = |name: &str| {
+        columns
+            .iter()
+            .any(|c| c["name"].as_str() == Some(name) && c["nullable"] == false)
+    };
+    version["unique_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| {
+            k["prefix"] == false
+                && k["hash"] == false
+                && k["columns"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|c| not_null(c.as_str().unwrap()))
+        })
+        .map(|k| {
+            k["columns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Table shapes with unique keys, each a CREATE TABLE and ALTER TABLEs.
+const KEYED_SHAPES: &[&[&str]] = &[
+    &["CREATE TABLE {t} (id INT, code VARCHAR(10) NOT NULL, v INT, UNIQUE KEY (code))"],
+    &["CREATE TABLE {t} (a INT, b INT NOT NULL, c INT NOT NULL, n VARCHAR(20) NOT NULL, \
+       x TEXT NOT NULL, UNIQUE KEY ua (a), UNIQUE KEY un (n(5)), UNIQUE KEY ub (c, b), UNIQUE (b), \
+       UNIQUE (x), UNIQUE (b))"],
+    &["CREATE TABLE {t} (id INT PRIMARY KEY, u INT NOT NULL UNIQUE)"],
+    &[
+        "CREATE TABLE {t} (a INT NOT NULL, b INT NOT NULL, PRIMARY KEY (b, a), UNIQUE (a))",
+        "ALTER TABLE {t} DROP PRIMARY KEY",
+    ],
+    &[
+        "CREATE TABLE {t} (a INT NOT NULL, b INT NOT NULL, c INT NOT NULL, d INT, \
+         UNIQUE KEY u (a, b), UNIQUE KEY v (c))",
+        "ALTER TABLE {t} MODIFY a INT NULL",
+        "ALTER TABLE {t} ADD UNIQUE (d), ADD CONSTRAINT w UNIQUE KEY (b), ADD e INT NOT NULL UNIQUE",
+        "ALTER TABLE {t} RENAME INDEX v TO v2, CHANGE c cc INT NOT NULL, RENAME COLUMN b TO bb",
+    ],
+    &["CREATE TABLE {t} (code INT UNIQUE, v INT)"],
+    &["CREATE TABLE {t} (a VARCHAR(768) NOT NULL, b VARCHAR(769) NOT NULL, c INT NOT NULL, \
+       UNIQUE (b), UNIQUE (c) USING HASH, UNIQUE (a)) CHARSET utf8mb4"],
+    &[
+        "CREATE TABLE {t} (a INT NOT NULL, b INT NOT NULL, c INT, UNIQUE KEY k (a), UNIQUE KEY k2 (b))",
+        "ALTER TABLE {t} DROP INDEX k",
+        "ALTER TABLE {t} DROP COLUMN b",
+    ],
+    &[
+        "CREATE TABLE {t} (a INT NOT NULL, b INT, UNIQUE KEY k (b))",
+        "ALTER TABLE {t} ADD PRIMARY KEY (a)",
+        "ALTER TABLE {t} MODIFY b INT NOT NULL, DROP PRIMARY KEY",
+    ],
+];
+
+/// A table read from information_schema at start has the unique keys of
+/// the same table built from its statements, and both key it as the server
+/// does (the columns it shows as PRI).
+#[test]
+fn bootstrapped_unique_keys_equal_those_of_the_statements() {
+    let db = MariaDb::start();
+    let script = |database: &str| {
+        KEYED_SHAPES
+            .iter()
+            .enumerate()
+            .flat_map(|(i, statements)| {
+                statements
+                    .iter()
+                    .map(move |s| s.replace("{t}", &format!("{database}.k{i}")) + ";\n")
+            })
+            .collect::<String>()
+    };
+    db.sql(&format!(
+        "CREATE DATABASE shop; CREATE DATABASE other;\n{}",
+        script("shop")
+    ));
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
+    sluice.include = vec![r"shop\..*".into(), r"other\..*".into()];
+    // shop's tables are read from information_schema at start (the initial
+    // snapshot commits them) ...
+    sluice.snapshot = "mode = \"initial\"".into();
+    sluice.run_until_caught_up_ok();
+    // ... other's are built from the statements in the binlog.
+    db.sql(&script("other"));
+    sluice.run_until_caught_up_ok();
+    for (i, statements) in KEYED_SHAPES.iter().enumerate() {
+        let bootstrapped = history_json(&sluice, &format!("shop.k{i}"));
+        let parsed = history_json(&sluice, &format!("other.k{i}"));
+        let (boot, ddl) = (bootstrapped.last().unwrap(), parsed.last().unwrap());
+        assert!(boot["statement"].is_null(), "shop.k{i} is bootstrapped");
+        let shape = |v: &Value| {
+            let columns: Vec<(Value, Value, Value)> = v["columns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    (
+                        c["name"].clone(),
+                        c["nullable"].clone(),
+                        c["primary_key"].clone(),
+                    )
+                })
+                .collect();
+            (columns, v["unique_keys"].clone())
+        };
+        assert_eq!(shape(boot), shape(ddl), "k{i}: {statements:?}");
+        // The key is the one the server shows as PRI (its primary key, or
+        // the unique key it uses in its place).
+        let pri: BTreeSet<String> = db
+            .query_rows(&format!(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' \
+                 AND TABLE_NAME = 'k{i}' AND COLUMN_KEY = 'PRI'",
+                db.namespace().to_server("shop")
+            ))
+            .into_iter()
+            .map(|r| r[0].clone().unwrap())
+            .collect();
+        assert_eq!(recorded_key(boot), pri, "k{i}: {statements:?}");
+    }
 }

@@ -7,10 +7,11 @@ use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
 use super::create::{
-    charset_option, column_spec, constraint_primary_key, object_name, spec_options,
+    charset_option, column_spec, constraint_primary_key, constraint_unique, object_name,
+    spec_options,
 };
 use super::scan::{tokenize, Token, Tokens};
-use super::{AlterOp, ColumnPosition, ColumnSpec};
+use super::{AlterOp, ColumnPosition, ColumnSpec, UniqueSpec};
 
 fn position(p: &Option<MySQLColumnPosition>) -> ColumnPosition {
     match p {
@@ -81,6 +82,7 @@ fn changed_column(
         charset: None,
         nullable: true,
         primary_key: false,
+        unique: false,
     };
     spec_options(&mut column, options.iter());
     AlterOp::Change {
@@ -139,9 +141,13 @@ fn alter_op(op: &AlterTableOperation, default_db: &str) -> Result<Vec<AlterOp>, 
             new: new_column_name.value.clone(),
         }],
         AlterTableOperation::AddConstraint { constraint, .. } => {
-            match constraint_primary_key(constraint) {
-                Some(cols) => vec![AlterOp::AddPrimaryKey(cols)],
-                None => vec![],
+            match (
+                constraint_primary_key(constraint),
+                constraint_unique(constraint),
+            ) {
+                (Some(cols), _) => vec![AlterOp::AddPrimaryKey(cols)],
+                (None, Some(unique)) => vec![AlterOp::AddUnique(unique)],
+                (None, None) => vec![],
             }
         }
         AlterTableOperation::DropPrimaryKey { .. } => vec![AlterOp::DropPrimaryKey],
@@ -219,6 +225,103 @@ fn conditional_column_clause(
         .map(Some)
 }
 
+/// The clauses that add, drop or rename a unique index (sqlparser reads
+/// only some of their forms): `ADD [CONSTRAINT [c]] UNIQUE [KEY | INDEX]
+/// [IF NOT EXISTS] [name] [USING t] (parts) [options]`, `DROP {INDEX | KEY
+/// | CONSTRAINT} [IF EXISTS] name`, `RENAME {INDEX | KEY} old TO new`.
+/// `None` for any other clause, and for a unique key on an expression
+/// (MySQL's functional key parts), which cannot key rows.
+fn index_clause(clause: &str) -> Option<AlterOp> {
+    let mut t = Tokens {
+        tokens: tokenize(clause),
+        pos: 0,
+    };
+    let name = |t: &mut Tokens| match t.tokens.get(t.pos) {
+        Some(Token::Word(w)) => {
+            t.pos += 1;
+            Some(w.clone())
+        }
+        _ => None,
+    };
+    if t.keyword("DROP") {
+        if !(t.keyword("INDEX") || t.keyword("KEY") || t.keyword("CONSTRAINT")) {
+            return None;
+        }
+        t.keywords(&["IF", "EXISTS"]);
+        let index = name(&mut t)?;
+        return Some(if index.eq_ignore_ascii_case("PRIMARY") {
+            AlterOp::DropPrimaryKey
+        } else {
+            AlterOp::DropIndex(index)
+        });
+    }
+    if t.keyword("RENAME") {
+        if !(t.keyword("INDEX") || t.keyword("KEY")) {
+            return None;
+        }
+        let old = name(&mut t)?;
+        t.keyword("TO").then_some(())?;
+        let new = name(&mut t)?;
+        return Some(AlterOp::RenameIndex { old, new });
+    }
+    if !t.keyword("ADD") {
+        return None;
+    }
+    let mut constraint = None;
+    if t.keyword("CONSTRAINT")
+        && !matches!(t.tokens.get(t.pos), Some(Token::Word(w)) if w.eq_ignore_ascii_case("UNIQUE"))
+    {
+        constraint = name(&mut t);
+    }
+    if !t.keyword("UNIQUE") {
+        return None;
+    }
+    let _ = t.keyword("KEY") || t.keyword("INDEX");
+    t.keywords(&["IF", "NOT", "EXISTS"]);
+    let mut using_hash = false;
+    let mut using = |t: &mut Tokens| {
+        if t.keyword("USING") || t.keyword("TYPE") {
+            using_hash |= t.keyword("HASH");
+            t.keyword("BTREE");
+        }
+    };
+    let unnamed = match t.tokens.get(t.pos) {
+        Some(Token::Punct('(')) => true,
+        Some(Token::Word(w)) => w.eq_ignore_ascii_case("USING"),
+        _ => false,
+    };
+    let index = if unnamed { None } else { name(&mut t) };
+    using(&mut t);
+    if !t.punct('(') {
+        return None;
+    }
+    let mut parts = Vec::new();
+    loop {
+        let column = name(&mut t)?;
+        let mut prefix = None;
+        if t.punct('(') {
+            prefix = match t.tokens.get(t.pos) {
+                Some(Token::Word(n)) => n.parse().ok(),
+                _ => None,
+            };
+            t.pos += 1;
+            t.punct(')').then_some(())?;
+        }
+        let _ = t.keyword("ASC") || t.keyword("DESC");
+        parts.push((column, prefix));
+        if t.punct(')') {
+            break;
+        }
+        t.punct(',').then_some(())?;
+    }
+    using(&mut t);
+    Some(AlterOp::AddUnique(UniqueSpec {
+        name: index.or(constraint),
+        parts,
+        using_hash,
+    }))
+}
+
 /// Parses one ALTER TABLE clause that sqlparser may not know.
 pub(super) fn alter_clause(clause: &str, default_db: &str) -> Result<Vec<AlterOp>, String> {
     let words: Vec<String> = clause
@@ -239,6 +342,9 @@ pub(super) fn alter_clause(clause: &str, default_db: &str) -> Result<Vec<AlterOp
         if name.trim_matches('`') == "PRIMARY" {
             return Ok(vec![AlterOp::DropPrimaryKey]);
         }
+    }
+    if let Some(op) = index_clause(clause) {
+        return Ok(vec![op]);
     }
     // `ADD [COLUMN] (a INT, b INT)`: one ADD per column.
     if w(0) == "ADD" {

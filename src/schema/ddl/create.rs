@@ -1,13 +1,14 @@
 //! Columns, keys, charsets and names as sqlparser gives them.
 
 use sqlparser::ast::{
-    ColumnOption, CreateTable, CreateTableLikeKind, ObjectName, Statement, TableConstraint,
+    ColumnOption, CreateTable, CreateTableLikeKind, IndexColumn, IndexOption, IndexType,
+    ObjectName, Statement, TableConstraint,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
 use super::scan::{tokenize, Token, Tokens};
-use super::{Change, ColumnSpec, TableName};
+use super::{Change, ColumnSpec, TableName, UniqueSpec};
 
 /// A charset as the server names it (`utf8` is `utf8mb3`).
 fn charset_name(cs: &str) -> String {
@@ -55,6 +56,7 @@ pub(super) fn column_spec(def: &sqlparser::ast::ColumnDef) -> ColumnSpec {
         charset: None,
         nullable: true,
         primary_key: false,
+        unique: false,
     };
     spec_options(&mut spec, def.options.iter().map(|o| &o.option));
     spec
@@ -73,6 +75,7 @@ pub(super) fn spec_options<'a>(
                 spec.primary_key = true;
                 spec.nullable = false;
             }
+            ColumnOption::Unique(_) => spec.unique = true,
             ColumnOption::CharacterSet(cs) => spec.charset = Some(charset_name(&cs.to_string())),
             ColumnOption::Collation(c) => collation = Some(charset_of_collation(&c.to_string())),
             // The server makes an AUTO_INCREMENT column NOT NULL.
@@ -100,29 +103,59 @@ pub(super) fn spec_options<'a>(
     if spec.charset.is_none() {
         spec.charset = collation;
     }
+    // SERIAL is BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE.
     if spec.mysql_type.eq_ignore_ascii_case("SERIAL") {
         spec.mysql_type = "BIGINT UNSIGNED".into();
         spec.nullable = false;
+        spec.unique = true;
     }
 }
 
 pub(super) fn constraint_primary_key(c: &TableConstraint) -> Option<Vec<String>> {
     match c {
-        TableConstraint::PrimaryKey(pk) => Some(
-            pk.columns
-                .iter()
-                .map(|ic| match &ic.column.expr {
-                    sqlparser::ast::Expr::Identifier(id) => id.value.clone(),
-                    // `PRIMARY KEY (name(10))`: a prefix of the column.
-                    sqlparser::ast::Expr::Function(f) => {
-                        f.name.to_string().trim_matches('`').to_string()
-                    }
-                    other => other.to_string().trim_matches('`').to_string(),
-                })
-                .collect(),
-        ),
+        TableConstraint::PrimaryKey(pk) => {
+            Some(pk.columns.iter().map(|ic| key_part(ic).0).collect())
+        }
         _ => None,
     }
+}
+
+/// A key part's column and prefix length: `name` or `name(10)`.
+fn key_part(ic: &IndexColumn) -> (String, Option<u32>) {
+    match &ic.column.expr {
+        sqlparser::ast::Expr::Identifier(id) => (id.value.clone(), None),
+        // `UNIQUE (name(10))`: a prefix of the column.
+        sqlparser::ast::Expr::Function(f) => {
+            let text = f.to_string();
+            let prefix = text
+                .rsplit_once('(')
+                .and_then(|(_, n)| n.trim_end_matches(')').trim().parse().ok());
+            (f.name.to_string().trim_matches('`').to_string(), prefix)
+        }
+        other => (other.to_string().trim_matches('`').to_string(), None),
+    }
+}
+
+/// A `UNIQUE` table constraint (`[CONSTRAINT [c]] UNIQUE [KEY|INDEX] [name]
+/// [USING …] (cols) [USING …]`); `None` for any other constraint.
+pub(super) fn constraint_unique(c: &TableConstraint) -> Option<UniqueSpec> {
+    let TableConstraint::Unique(u) = c else {
+        return None;
+    };
+    let using_hash = matches!(u.index_type, Some(IndexType::Hash))
+        || u.index_options
+            .iter()
+            .any(|o| matches!(o, IndexOption::Using(IndexType::Hash)));
+    Some(UniqueSpec {
+        // MariaDB names the index after the constraint when it has no name of its own.
+        name: u
+            .index_name
+            .as_ref()
+            .or(u.name.as_ref())
+            .map(|n| n.value.clone()),
+        parts: u.columns.iter().map(key_part).collect(),
+        using_hash,
+    })
 }
 
 /// The table default charset from a CREATE/ALTER option text such as
@@ -174,9 +207,15 @@ pub(super) fn create_change(ct: &CreateTable, default_db: &str) -> Result<Option
             }
         }
     }
+    let unique_keys = ct
+        .constraints
+        .iter()
+        .filter_map(constraint_unique)
+        .collect();
     Ok(Some(Change::Create {
         table,
         columns,
+        unique_keys,
         charset: charset_option(&ct.table_options.to_string()),
         replace: ct.or_replace,
         if_not_exists: ct.if_not_exists,
@@ -233,12 +272,14 @@ pub(super) fn create_with_column_list(
         Some(Change::Create {
             table,
             columns,
+            unique_keys,
             replace,
             if_not_exists,
             ..
         }) => Some(Change::Create {
             table,
             columns,
+            unique_keys,
             charset: charset_option(tail),
             replace,
             if_not_exists,

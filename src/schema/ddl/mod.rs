@@ -41,6 +41,20 @@ pub struct ColumnSpec {
     pub charset: Option<String>,
     pub nullable: bool,
     pub primary_key: bool,
+    /// `UNIQUE [KEY]` on the column: a unique index of that column alone.
+    pub unique: bool,
+}
+
+/// A UNIQUE index as a statement declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UniqueSpec {
+    /// The index name (or else the constraint name); `None`: the server
+    /// names it after its first column.
+    pub name: Option<String>,
+    /// The columns in index order, each with its prefix length (`name(10)`).
+    pub parts: Vec<(String, Option<u32>)>,
+    /// `USING HASH`.
+    pub using_hash: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +80,18 @@ pub enum AlterOp {
     },
     AddPrimaryKey(Vec<String>),
     DropPrimaryKey,
+    /// `ADD UNIQUE …`, `ADD CONSTRAINT … UNIQUE …`; with a name that exists
+    /// already, nothing (`ADD UNIQUE IF NOT EXISTS`; without it the server
+    /// refuses the statement).
+    AddUnique(UniqueSpec),
+    /// `DROP INDEX`, `DROP KEY`, `DROP CONSTRAINT` of a name, with or
+    /// without `IF EXISTS`: an index of another name changes nothing.
+    DropIndex(String),
+    /// `RENAME INDEX old TO new`, `RENAME KEY old TO new`.
+    RenameIndex {
+        old: String,
+        new: String,
+    },
     RenameTo(TableName),
     /// `CONVERT TO CHARACTER SET`: every textual column and the table default.
     ConvertCharset(String),
@@ -95,6 +121,9 @@ pub enum Change {
     Create {
         table: TableName,
         columns: Vec<ColumnSpec>,
+        /// Table-level UNIQUE keys, in statement order (column-level ones
+        /// are [`ColumnSpec::unique`]).
+        unique_keys: Vec<UniqueSpec>,
         charset: Option<String>,
         replace: bool,
         if_not_exists: bool,

@@ -106,6 +106,9 @@ fn multi_clause_alter_with_options_sqlparser_lacks() {
             AlterOp::DefaultCharset(c) => format!("default {c}"),
             AlterOp::IfColumn { column, .. } => format!("if {column}"),
             AlterOp::Period { start, end, .. } => format!("period {start} {end}"),
+            AlterOp::AddUnique(u) => format!("unique {:?}", u.name),
+            AlterOp::DropIndex(n) => format!("dropindex {n}"),
+            AlterOp::RenameIndex { old, new } => format!("renameindex {old}->{new}"),
         })
         .collect();
     assert_eq!(
@@ -223,7 +226,8 @@ fn executable_comments_are_read() {
                     mysql_type: "INT".into(),
                     charset: None,
                     nullable: true,
-                    primary_key: false
+                    primary_key: false,
+                    unique: false,
                 },
                 ColumnPosition::Last,
             )]
@@ -493,4 +497,96 @@ fn quotes_follow_the_sql_mode_and_odd_names_are_read() {
             if_not_exists: false
         }
     );
+}
+
+fn unique(name: Option<&str>, parts: &[(&str, Option<u32>)], using_hash: bool) -> UniqueSpec {
+    UniqueSpec {
+        name: name.map(str::to_string),
+        parts: parts.iter().map(|(c, p)| (c.to_string(), *p)).collect(),
+        using_hash,
+    }
+}
+
+#[test]
+fn create_reads_unique_keys_of_columns_and_of_the_table() {
+    let c = parse_ddl(
+        "CREATE TABLE t (code INT NOT NULL UNIQUE, n VARCHAR(20), x INT UNIQUE KEY, \
+         UNIQUE KEY un (n(5)) COMMENT 'c', CONSTRAINT cc UNIQUE (x, code), UNIQUE INDEX (n) USING HASH, \
+         KEY plain (n), CONSTRAINT ck CHECK (x > 0))",
+        "s",
+    )
+    .unwrap();
+    let Change::Create {
+        columns,
+        unique_keys,
+        ..
+    } = &c[0]
+    else {
+        panic!("{c:?}")
+    };
+    let flagged: Vec<&str> = columns
+        .iter()
+        .filter(|c| c.unique)
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(flagged, ["code", "x"]);
+    assert!(columns.iter().all(|c| !c.primary_key));
+    assert_eq!(
+        unique_keys,
+        &[
+            unique(Some("un"), &[("n", Some(5))], false),
+            unique(Some("cc"), &[("x", None), ("code", None)], false),
+            unique(None, &[("n", None)], true),
+        ]
+    );
+}
+
+#[test]
+fn alter_reads_unique_key_clauses() {
+    let ops = |sql: &str| match parse_ddl(sql, "s").unwrap().remove(0) {
+        Change::Alter { ops, .. } => ops,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        ops("ALTER TABLE t ADD UNIQUE (a), ADD UNIQUE KEY k2 (b, a DESC), \
+             ADD CONSTRAINT c3 UNIQUE INDEX (c(10)), ADD CONSTRAINT UNIQUE u4 USING HASH (d), \
+             ADD UNIQUE INDEX IF NOT EXISTS k5 (e) USING BTREE COMMENT 'x', ADD CONSTRAINT `c6` UNIQUE (f)"),
+        vec![
+            AlterOp::AddUnique(unique(None, &[("a", None)], false)),
+            AlterOp::AddUnique(unique(Some("k2"), &[("b", None), ("a", None)], false)),
+            AlterOp::AddUnique(unique(Some("c3"), &[("c", Some(10))], false)),
+            AlterOp::AddUnique(unique(Some("u4"), &[("d", None)], true)),
+            AlterOp::AddUnique(unique(Some("k5"), &[("e", None)], false)),
+            AlterOp::AddUnique(unique(Some("c6"), &[("f", None)], false)),
+        ]
+    );
+    assert_eq!(
+        ops("ALTER TABLE t DROP INDEX k, DROP KEY IF EXISTS `k 2`, DROP CONSTRAINT c, \
+             RENAME INDEX a TO b, RENAME KEY c TO d, DROP INDEX `PRIMARY`, ADD INDEX i (x), DROP FOREIGN KEY f"),
+        vec![
+            AlterOp::DropIndex("k".into()),
+            AlterOp::DropIndex("k 2".into()),
+            AlterOp::DropIndex("c".into()),
+            AlterOp::RenameIndex {
+                old: "a".into(),
+                new: "b".into()
+            },
+            AlterOp::RenameIndex {
+                old: "c".into(),
+                new: "d".into()
+            },
+            AlterOp::DropPrimaryKey,
+        ]
+    );
+    let Some(AlterOp::Change { column, .. }) =
+        ops("ALTER TABLE t MODIFY code INT NOT NULL UNIQUE").pop()
+    else {
+        panic!()
+    };
+    assert!(column.unique && !column.nullable);
+    let Some(AlterOp::Add(column, _)) = ops("ALTER TABLE t ADD COLUMN code INT UNIQUE KEY").pop()
+    else {
+        panic!()
+    };
+    assert!(column.unique);
 }

@@ -35,15 +35,11 @@ pub fn current_schema(table: &TableSchema) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// The names of the key columns (the primary key), in table order; empty
-/// for a table without one.
+/// The names of the key columns: the primary key's in table order, else
+/// those of the NOT NULL unique key the server keys the table by, in index
+/// order ([`TableSchema::fold_key`]); empty for a table without either.
 pub fn key_columns(table: &TableSchema) -> Vec<String> {
-    table
-        .columns
-        .iter()
-        .filter(|c| c.primary_key)
-        .map(|c| c.name.clone())
-        .collect()
+    table.fold_key()
 }
 
 /// For every column of version `to`, its name in version `from` of the same
@@ -265,6 +261,7 @@ mod tests {
                     .map(|(n, ty, pk)| ColumnDef::new(*n, *ty, None, !pk, *pk).unwrap())
                     .collect(),
                 charset: None,
+                unique_keys: Vec::new(),
             },
             order_key: v as i64,
             position: crate::source::BinlogPosition {
