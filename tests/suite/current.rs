@@ -347,7 +347,6 @@ fn a_not_null_unique_key_keys_a_current_table() {
     );
 }
 
-
 /// 2M rows in 1 MiB files: a fold of 1 % recent changes (updates of the
 /// newest keys and new rows) rewrites under a tenth of the table, from the
 /// sizes of the Delta log's remove and add actions.
