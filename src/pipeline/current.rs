@@ -46,12 +46,29 @@ pub fn fold_share(config: &Config) -> usize {
     }
 }
 
+/// Folds running in this process (one of an earlier pipeline may outlive it
+/// after a rewind).
+static RUNNING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 impl CurrentFolds {
     pub fn new(config: &Config) -> Self {
+        let spill_dir = config.state_dir.join("fold-spill");
+        if RUNNING.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            // Sorted runs of a fold that a crash ended.
+            match std::fs::remove_dir_all(&spill_dir) {
+                Ok(()) => {
+                    info!(dir = %spill_dir.display(), "removed the spill files of an unfinished fold")
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    warn!(dir = %spill_dir.display(), error = %e, "could not remove the spill files of an unfinished fold")
+                }
+            }
+        }
         CurrentFolds {
             config: config.current.clone(),
             memory_budget: fold_share(config),
-            spill_dir: config.state_dir.join("fold-spill"),
+            spill_dir,
             started: None,
             behind: false,
             running: None,
@@ -200,6 +217,14 @@ fn spawn_fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> JoinHandle<Result<(F
 }
 
 async fn timed_fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<(FoldReport, u128)> {
+    struct Running;
+    impl Drop for Running {
+        fn drop(&mut self) {
+            RUNNING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    RUNNING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let _running = Running;
     let started = Instant::now();
     let report = fold(store, job).await?;
     Ok((report, started.elapsed().as_millis()))

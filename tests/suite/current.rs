@@ -503,6 +503,10 @@ fn random_changes_fold_to_the_source_through_spills_and_many_files() {
     let dir = current_dir(lake.path(), &db, "rnd");
     let cols = ["id", "g", "v", "note"];
     let mut live: BTreeSet<u64> = BTreeSet::new();
+    // A sorted run left by a fold that a crash ended: the next start removes it.
+    let stale = state.path().join("fold-spill/fold-crashed");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("run-00000.arrow"), b"stale").unwrap();
     const SPACE: u64 = 60_000;
     let mut spilled = 0;
     for round in 0..4 {
@@ -573,6 +577,10 @@ fn random_changes_fold_to_the_source_through_spills_and_many_files() {
         let manifests_before = manifest_paths(lake.path()).len() as u64;
         let out = sluice.run_until_caught_up_ok();
         spilled += fold_figures(&out.stderr, "spilled_runs");
+        assert!(
+            !stale.exists(),
+            "the spill files of a crashed fold are still there"
+        );
         // A fold reads the manifests since the last complete fold, not all
         // those since shop.still last changed (or since shop.nk, which has
         // no key, appeared).
