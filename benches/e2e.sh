@@ -438,6 +438,28 @@ run_sluice() { # run [http|bare|delta|fold2s]
         kill "$scraper" 2>/dev/null || true
         wait "$scraper" 2>/dev/null || true
     fi
+    # When the stream caught up (its throughput) and what the folds took,
+    # from sluice's log: the wall time above also holds the last fold.
+    python3 - "$tmp/$tool.$1.err" <<'PY'
+import re, sys
+from datetime import datetime
+first = caught = None
+folds = []
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r"(\d{4}-\d\d-\d\dT[\d:.]+)Z", line)
+    if not m:
+        continue
+    t = datetime.fromisoformat(m.group(1)[:26])
+    first = first or t
+    if caught is None and "caught up with the binlog head" in line:
+        caught = t
+    f = re.search(r"current tables folded.*", line) and re.search(r"\bms=(\d+)", line)
+    if f:
+        folds.append(int(f.group(1)))
+if first and caught:
+    print(f"  stream caught up after {(caught - first).total_seconds():.2f} s; "
+          f"folds: {len(folds)}, {sum(folds)} ms in all, the last {folds[-1] if folds else 0} ms")
+PY
     local status rows cursor
     status="$(SLUICE_SOURCE_PASSWORD="$DB_PASS" "$SLUICE" status --config "$dir/sluice.toml" --json)"
     rows="$(python3 -c 'import json,sys; print(sum(json.load(sys.stdin)["tables"].values()))' <<<"$status")"

@@ -85,6 +85,17 @@ async fn open_parquet(
     path: Path,
     size: Option<u64>,
 ) -> Result<ParquetRecordBatchStream<StoreFile>> {
+    open_parquet_leaves(store, path, size, |_| true).await
+}
+
+/// The same, reading only the leaf columns whose path `wanted` accepts
+/// (`["_before", "id"]` for a field of a struct).
+async fn open_parquet_leaves(
+    store: &Arc<dyn ObjectStore>,
+    path: Path,
+    size: Option<u64>,
+    wanted: impl Fn(&[String]) -> bool,
+) -> Result<ParquetRecordBatchStream<StoreFile>> {
     let size = match size.filter(|s| *s > 0) {
         Some(s) => s,
         None => store.head(&path).await?.size,
@@ -94,8 +105,17 @@ async fn open_parquet(
         path,
         size,
     };
-    Ok(ParquetRecordBatchStreamBuilder::new(file)
-        .await?
+    let builder = ParquetRecordBatchStreamBuilder::new(file).await?;
+    let descr = builder.metadata().file_metadata().schema_descr_ptr();
+    let leaves = descr
+        .columns()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| wanted(c.path().parts()))
+        .map(|(i, _)| i);
+    let mask = parquet::arrow::ProjectionMask::leaves(&descr, leaves);
+    Ok(builder
+        .with_projection(mask)
         .with_batch_size(READ_BATCH_ROWS)
         .build()?)
 }
@@ -132,7 +152,27 @@ async fn read_change_rows(
     let ncols = tv.schema.columns.len();
     for (_, f) in files.iter().filter(|(seq, _)| *seq > folded) {
         let sources = shape::origins(&t.versions, f.schema_version, tv.schema.version);
-        let mut stream = open_parquet(&ctx.store, stored_path(&f.path), Some(f.bytes)).await?;
+        // Only what the fold uses: the table's columns, `_seq`, `_ts`, `_op`
+        // and the key of `_before` (not the whole before image, nor `_sql`).
+        let key_sources: Vec<&str> = key_idx
+            .iter()
+            .filter_map(|i| sources.get(*i).and_then(|s| s.as_deref()))
+            .collect();
+        let wanted = |path: &[String]| match path {
+            [root, field, ..] if root == "_before" => {
+                key_sources.iter().any(|k| k.eq_ignore_ascii_case(field))
+            }
+            [root, ..] => {
+                matches!(root.as_str(), "_seq" | "_ts" | "_op")
+                    || sources
+                        .iter()
+                        .flatten()
+                        .any(|s| s.eq_ignore_ascii_case(root))
+            }
+            [] => false,
+        };
+        let mut stream =
+            open_parquet_leaves(&ctx.store, stored_path(&f.path), Some(f.bytes), wanted).await?;
         while let Some(batch) = stream.try_next().await? {
             let mut cols = shape::project(&batch, &sources, schema, ncols)?;
             let column = |name: &str| {

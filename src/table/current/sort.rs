@@ -37,8 +37,12 @@ pub const REMOVED: usize = 2;
 pub const VALUES: usize = 3;
 const SEQ: usize = 1;
 
-/// Rows per batch of a run (and so per batch a [`Merge`] holds per run).
+/// Rows per batch of a run at most (and so per batch a [`Merge`] holds per
+/// run); fewer for wide rows, so that [`FAN_IN`] batches fit the budget.
 const RUN_BATCH_ROWS: usize = 2048;
+/// Runs merged at once; more are first merged in groups of this many into
+/// longer runs, so that a merge holds about one budget of batches.
+const FAN_IN: usize = 32;
 /// The bookkeeping of one change, on top of its row.
 const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
 
@@ -88,7 +92,11 @@ pub struct Sorter {
     bytes: usize,
     spill_root: PathBuf,
     spill_dir: Option<tempfile::TempDir>,
+    /// Run files written (merged ones included).
+    spilled: usize,
     runs: Vec<PathBuf>,
+    /// Rows per batch of the runs (see [`RUN_BATCH_ROWS`]).
+    batch_rows: usize,
     truncated_at: Option<i64>,
     changes: usize,
 }
@@ -107,7 +115,9 @@ impl Sorter {
             bytes: 0,
             spill_root: spill_root.to_path_buf(),
             spill_dir: None,
+            spilled: 0,
             runs: Vec::new(),
+            batch_rows: RUN_BATCH_ROWS,
             truncated_at: None,
             changes: 0,
         }
@@ -166,7 +176,7 @@ impl Sorter {
 
     /// How many runs went to disk.
     pub fn spilled_runs(&self) -> usize {
-        self.runs.len()
+        self.spilled
     }
 
     /// Spills the changes held when they take the budget. Call between
@@ -175,7 +185,16 @@ impl Sorter {
         if self.bytes + self.entries.len() * ENTRY_BYTES < self.budget {
             return Ok(());
         }
+        if self.runs.is_empty() && !self.entries.is_empty() {
+            let per_row = self.bytes / self.entries.len();
+            self.batch_rows = (self.budget / FAN_IN / per_row.max(1)).clamp(16, RUN_BATCH_ROWS);
+        }
         let run = self.sorted_run()?;
+        self.write_run(run.into_iter().map(Ok))
+    }
+
+    /// Writes a sorted run to a file of the spill directory.
+    fn write_run(&mut self, run: impl Iterator<Item = Result<RecordBatch>>) -> Result<()> {
         if self.spill_dir.is_none() {
             std::fs::create_dir_all(&self.spill_root).map_err(|e| {
                 err(format!(
@@ -192,19 +211,46 @@ impl Sorter {
         let dir = self.spill_dir.as_ref().map(|d| d.path().to_path_buf());
         let path = dir
             .unwrap_or_default()
-            .join(format!("run-{:05}.arrow", self.runs.len()));
+            .join(format!("run-{:05}.arrow", self.spilled));
+        self.spilled += 1;
         let file = File::create(&path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         let mut writer = FileWriter::try_new(std::io::BufWriter::new(file), &self.schema)
             .map_err(|e| err(format!("{}: {e}", path.display())))?;
-        for batch in &run {
+        for batch in run {
             writer
-                .write(batch)
+                .write(&batch?)
                 .map_err(|e| err(format!("{}: {e}", path.display())))?;
         }
         writer
             .finish()
             .map_err(|e| err(format!("{}: {e}", path.display())))?;
         self.runs.push(path);
+        Ok(())
+    }
+
+    fn open_run(path: &Path) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
+        let file = File::open(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+        let reader = FileReader::try_new_buffered(file, None)
+            .map_err(|e| err(format!("{}: {e}", path.display())))?;
+        Ok(Box::new(reader.map(|b| b.map_err(err))))
+    }
+
+    /// Merges the oldest [`FAN_IN`] runs into one until at most `FAN_IN - 1`
+    /// are left (the held one makes `FAN_IN`). A merge keeps each key's last
+    /// change; a TRUNCATE is applied only by the final one.
+    fn merge_runs(&mut self) -> Result<()> {
+        while self.runs.len() >= FAN_IN {
+            let group: Vec<PathBuf> = self.runs.drain(..FAN_IN).collect();
+            let sources = group
+                .iter()
+                .map(|p| Self::open_run(p))
+                .collect::<Result<Vec<_>>>()?;
+            let mut merge = Merge::new(&self.schema, sources, None, None, self.batch_rows);
+            self.write_run(std::iter::from_fn(|| merge.next_batch().transpose()))?;
+            for p in group {
+                let _ = std::fs::remove_file(p);
+            }
+        }
         Ok(())
     }
 
@@ -237,8 +283,8 @@ impl Sorter {
         values.push(nulls);
         let null_batch = values.len() - 1;
         let sources: Vec<&RecordBatch> = values.iter().collect();
-        let mut out = Vec::with_capacity(last.len().div_ceil(RUN_BATCH_ROWS));
-        for part in last.chunks(RUN_BATCH_ROWS) {
+        let mut out = Vec::with_capacity(last.len().div_ceil(self.batch_rows));
+        for part in last.chunks(self.batch_rows) {
             let mut kb = BinaryBuilder::with_capacity(part.len(), part.len() * 8);
             let mut seqs = Vec::with_capacity(part.len());
             let mut removed = Vec::with_capacity(part.len());
@@ -268,19 +314,18 @@ impl Sorter {
     /// ended.
     pub fn finish(mut self) -> Result<Merge> {
         let held = self.sorted_run()?;
+        self.merge_runs()?;
         let mut sources: Vec<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> =
             vec![Box::new(held.into_iter().map(Ok))];
         for path in &self.runs {
-            let file = File::open(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
-            let reader = FileReader::try_new_buffered(file, None)
-                .map_err(|e| err(format!("{}: {e}", path.display())))?;
-            sources.push(Box::new(reader.map(|b| b.map_err(err))));
+            sources.push(Self::open_run(path)?);
         }
         Ok(Merge::new(
             &self.schema,
             sources,
             self.truncated_at,
             self.spill_dir.take(),
+            self.batch_rows,
         ))
     }
 }
@@ -328,6 +373,8 @@ pub struct Merge {
     /// next batch is merged (the last one may still be picked from).
     spent: Vec<usize>,
     truncated_at: Option<i64>,
+    /// Changes per merged batch at most.
+    batch_rows: usize,
     _spill_dir: Option<tempfile::TempDir>,
 }
 
@@ -337,6 +384,7 @@ impl Merge {
         sources: Vec<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>>,
         truncated_at: Option<i64>,
         spill_dir: Option<tempfile::TempDir>,
+        batch_rows: usize,
     ) -> Self {
         let cursors = sources
             .into_iter()
@@ -352,6 +400,7 @@ impl Merge {
             heap: BinaryHeap::new(),
             spent,
             truncated_at,
+            batch_rows,
             _spill_dir: spill_dir,
         }
     }
@@ -398,8 +447,8 @@ impl Merge {
     /// Picks `(cursor, row)` of the last change of each key, in key order,
     /// until a cursor's batch runs out.
     fn pick(&mut self) -> Vec<(usize, usize)> {
-        let mut picks = Vec::with_capacity(RUN_BATCH_ROWS);
-        while self.spent.is_empty() {
+        let mut picks = Vec::with_capacity(self.batch_rows);
+        while self.spent.is_empty() && picks.len() < self.batch_rows {
             let Some(Reverse((key, first))) = self.heap.pop() else {
                 break;
             };
@@ -546,8 +595,17 @@ mod tests {
             }
             let want = model(&changes);
             let (got, _) = sort(&changes, 1000, usize::MAX);
-            let (spilled, runs) = sort(&changes, 97, 1);
+            // Small batches make more runs than a merge takes at once:
+            // merged first in groups, then with the rest.
+            let per = if round % 2 == 0 { 97 } else { 7 };
+            let (spilled, runs) = sort(&changes, per, 1);
             assert!(runs > 3, "round {round}: only {runs} runs spilled");
+            if per == 7 {
+                assert!(
+                    runs > FAN_IN + 1,
+                    "round {round}: {runs} runs, no merge pass"
+                );
+            }
             assert_eq!(got, want, "round {round}, in memory");
             assert_eq!(spilled, want, "round {round}, spilled");
         }
