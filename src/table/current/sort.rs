@@ -182,7 +182,8 @@ impl Sorter {
     /// Spills the changes held when they take the budget. Call between
     /// batches: a spill ends every batch number handed out so far.
     pub fn spill_if_full(&mut self) -> Result<()> {
-        if self.bytes + self.entries.len() * ENTRY_BYTES < self.budget {
+        // Half the budget: building a run copies the rows it keeps.
+        if self.bytes + self.entries.len() * ENTRY_BYTES < self.budget / 2 {
             return Ok(());
         }
         if self.runs.is_empty() && !self.entries.is_empty() {
