@@ -414,6 +414,19 @@ impl<'a> Applier<'a> {
         )
     }
 
+    /// Where the next change goes; changes that go nowhere (removals of keys
+    /// no file holds) are passed over here, so that they never end a file's
+    /// merge early. `None` when no change is left.
+    async fn next_place(&mut self) -> Result<Option<Place>> {
+        while self.ready().await? {
+            match self.place_next() {
+                Some(to) => return Ok(Some(to)),
+                None => self.next += 1,
+            }
+        }
+        Ok(None)
+    }
+
     /// Picks the next change's row if it puts one, and moves past it.
     fn take_change(&mut self) {
         if !self.removed.value(self.next) {
@@ -424,15 +437,16 @@ impl<'a> Applier<'a> {
 
     async fn run(mut self) -> Result<(Output<'a>, Vec<&'a String>)> {
         let mut next_file = 0;
-        while self.ready().await? {
-            let Some(to) = self.place_next() else {
-                self.next += 1;
-                continue;
-            };
+        while let Some(to) = self.next_place().await? {
             let file = match to {
                 Place::File(i) => i,
                 Place::Gap(g) => g,
             };
+            if file < next_file {
+                return Err(Error::Lake(format!(
+                    "current table fold: a change went to {to:?} after file {next_file} (a bug); the previous version stays"
+                )));
+            }
             while next_file < file {
                 self.pass(next_file).await?;
                 next_file += 1;
@@ -483,7 +497,7 @@ impl<'a> Applier<'a> {
             )?);
             let mut r = 0;
             while r < self.file.num_rows() {
-                let here = self.ready().await? && self.place_next() == Some(Place::File(i));
+                let here = self.next_place().await? == Some(Place::File(i));
                 if !here {
                     // No change left for this file: the rest of it as it is.
                     let n = self.file.num_rows();
@@ -510,7 +524,7 @@ impl<'a> Applier<'a> {
             }
         }
         // Changes past the file's last row.
-        while self.ready().await? && self.place_next() == Some(Place::File(i)) {
+        while self.next_place().await? == Some(Place::File(i)) {
             self.take_change();
         }
         self.rewritten.push(path);

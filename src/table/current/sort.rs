@@ -376,6 +376,8 @@ pub struct Merge {
     truncated_at: Option<i64>,
     /// Changes per merged batch at most.
     batch_rows: usize,
+    /// The last key handed out.
+    last_key: Option<Vec<u8>>,
     _spill_dir: Option<tempfile::TempDir>,
 }
 
@@ -402,6 +404,7 @@ impl Merge {
             spent,
             truncated_at,
             batch_rows,
+            last_key: None,
             _spill_dir: spill_dir,
         }
     }
@@ -440,9 +443,33 @@ impl Merge {
                 None => batch,
             };
             if batch.num_rows() > 0 {
+                self.check_order(&batch)?;
                 return Ok(Some(batch));
             }
         }
+    }
+
+    /// Keys must come out strictly ascending: a fold that placed a key twice
+    /// would write it twice. Fails the fold instead.
+    fn check_order(&mut self, batch: &RecordBatch) -> Result<()> {
+        let keys = batch.column(KEY).as_binary::<i32>();
+        let n = batch.num_rows();
+        for r in 0..n {
+            let key = keys.value(r);
+            if self.last_key.as_deref().is_some_and(|last| last >= key) {
+                return Err(err(
+                    "sorted changes came out of key order (a bug); the previous version stays",
+                ));
+            }
+            if r + 1 == n {
+                self.last_key = Some(key.to_vec());
+            } else if key >= keys.value(r + 1) {
+                return Err(err(
+                    "sorted changes came out of key order (a bug); the previous version stays",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Picks `(cursor, row)` of the last change of each key, in key order,
