@@ -1,0 +1,364 @@
+//! Checkpoints: at a transaction boundary every buffer is written and a
+//! manifest commits the cursor; the Delta logs and the current-state folds
+//! follow it. A transient error instead rewinds to the last checkpoint.
+
+use std::time::Instant;
+
+use object_store::ObjectStoreExt;
+use tracing::{debug, info, warn};
+
+use super::start::prepared_xa;
+use super::{current, xa, Pipeline};
+use crate::batch::savepoint::Savepoints;
+use crate::commit::{self, DataFile, Manifest, SourceIdentity, Writer};
+use crate::config::Resume;
+use crate::error::{Error, Result};
+use crate::schema::history;
+use crate::source::{self, StreamStart};
+use crate::table::SchemaVersions;
+
+impl Pipeline<'_> {
+    /// Forgets everything not committed and returns the position to read
+    /// from again: the last checkpoint's cursor. Re-reading assigns the same
+    /// `_seq` and `_tx_seq` values, so a retry neither loses nor repeats a row.
+    pub(super) async fn rewind(&mut self) -> Result<StreamStart> {
+        // Let running uploads finish so that none lands unseen; their files
+        // go with the pending ones.
+        while let Some(flush) = self.in_flight.pop_front() {
+            if let Ok(Ok(file)) = flush.task.await {
+                self.pending.push(file);
+            }
+        }
+        let held = std::mem::take(&mut self.xa_written);
+        let uncommitted = std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|f| f.path)
+            .chain(held);
+        for path in uncommitted {
+            if let Err(e) = self
+                .lake
+                .store
+                .delete(&crate::commit::stored_path(&path))
+                .await
+            {
+                warn!(%path, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not delete an uncommitted file; the next start removes it");
+            }
+        }
+        self.xa_active = false;
+        self.xa_files.clear();
+        self.xa_done.clear();
+        self.prepared = prepared_xa(self.committed.as_ref());
+        self.buffers.clear();
+        self.plans.clear();
+        // `file_counter` goes on: the re-read writes its files under names
+        // this run has not used, so no file of a checkpoint whose commit
+        // failed is ever written again (a manifest that landed unseen lists
+        // them). What the failed try wrote goes after the next commit.
+        self.rewound = true;
+        let committed_seq = self.committed.as_ref().map(|m| m.seq).unwrap_or(0);
+        if let Err(e) = self.tracker.rollback(committed_seq) {
+            warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not roll back the schema history; the next start does");
+        }
+        self.cursor = match &self.committed {
+            Some(m) => m.cursor.clone(),
+            None => self.origin.clone(),
+        };
+        self.next_seq = self.cursor.next_seq;
+        self.next_tx_seq = self.cursor.next_tx_seq;
+        self.gtid_state = source::gtid_state(
+            self.server.flavor,
+            self.cursor.gtid.as_deref().unwrap_or(""),
+        )
+        .unwrap_or_else(|_| self.gtid_state.empty_like());
+        self.file = self.cursor.file.clone();
+        self.in_tx = false;
+        self.tx_open = false;
+        self.savepoints = Savepoints::default();
+        self.file_seqs.clear();
+        self.tx_rows = 0;
+        self.tx_gtid = None;
+        self.tx_ddl = false;
+        self.tx_sql = None;
+        self.stats.zero_dates = 0;
+        self.file_ops.clear();
+        self.read_to = self.position();
+        if let Some(run) = self.snapshot.as_mut() {
+            run.restart(self.committed.as_ref().and_then(|m| m.snapshot.clone()));
+        }
+        self.readopt_after_rewind()?;
+        let by_gtid = match self.config.source.resume {
+            Resume::Position => false,
+            Resume::Auto | Resume::Gtid => self.server.gtid && !self.gtid_state.is_empty(),
+        };
+        Ok(if by_gtid {
+            StreamStart::Gtid(self.gtid_state.clone())
+        } else {
+            StreamStart::Position(self.position())
+        })
+    }
+
+    pub(super) fn checkpoint_due(&self) -> bool {
+        self.last_checkpoint.elapsed() >= self.config.flush.interval && self.dirty()
+    }
+
+    pub(super) fn dirty(&self) -> bool {
+        !self.pending.is_empty()
+            || !self.in_flight.is_empty()
+            || self.tracker.is_dirty()
+            || self.buffers.values().any(|b| b.rows() > 0)
+            || self.committed.as_ref().map(|m| &m.cursor) != Some(&self.cursor)
+            || !self.xa_done.is_empty()
+            || self
+                .snapshot
+                .as_ref()
+                .is_some_and(|s| s.has_buffered_rows())
+            || self.requests.uncommitted()
+    }
+
+    /// This run's first commit fences every writer that started before it:
+    /// what they wrote for checkpoints up to this one can never be committed.
+    /// So does a commit after a rewind for what the failed try wrote.
+    async fn remove_orphans_after_first_commit(&self, m: &Manifest) {
+        match self.lake.remove_orphans(m).await {
+            Ok(removed) if !removed.is_empty() => {
+                info!(
+                    files = removed.len(),
+                    "removed files no checkpoint will commit"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => {
+                warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not remove uncommitted files; the next start does")
+            }
+        }
+        if let Err(e) = self
+            .tracker
+            .history()
+            .remove_orphan_objects(self.lake.store.as_ref(), m.seq)
+            .await
+        {
+            warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not remove uncommitted schema objects; the next start does");
+        }
+    }
+
+    /// Flushes every buffer and commits a manifest at the current cursor.
+    /// Only called at a transaction boundary.
+    pub(super) async fn checkpoint(&mut self) -> Result<()> {
+        let started = Instant::now();
+        // Whole snapshot chunks only: wait for rows of chunks already placed.
+        self.await_reserved_chunks().await?;
+        self.flush_snapshot_buffers(true).await?;
+        let names: Vec<String> = self.buffers.keys().cloned().collect();
+        for name in names {
+            self.start_flush(&name)?;
+        }
+        while !self.in_flight.is_empty() {
+            self.finish_oldest_flush().await?;
+        }
+        // Every buffer is written: no row taken back is left in memory.
+        self.savepoints.written();
+        if !self.dirty() {
+            return Ok(());
+        }
+        let mut totals = self
+            .committed
+            .as_ref()
+            .map(|m| m.totals.clone())
+            .unwrap_or_default();
+        for f in &self.pending {
+            *totals.entry(f.table.clone()).or_default() += f.rows;
+        }
+        let snapshot = self.snapshot.as_ref().map(|r| r.progress.clone());
+        let manifest = Manifest {
+            format: match snapshot {
+                Some(_) => commit::FORMAT_SNAPSHOT,
+                None => commit::FORMAT,
+            },
+            snapshot,
+            snapshot_requests: self.requests.to_commit(),
+            filter: Some(self.config.filter.patterns().clone()),
+            seq: self.next_manifest_seq(),
+            committed_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            writer: Writer {
+                id: self.writer_id.clone(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            },
+            source: SourceIdentity {
+                flavor: self.server.flavor,
+                server_id: self.server.server_id,
+                server_uuid: self.server.server_uuid.clone(),
+                version: self.server.version.clone(),
+            },
+            cursor: self.cursor.clone(),
+            files: std::mem::take(&mut self.pending),
+            ddl: self.tracker.uncommitted().1.to_vec(),
+            totals,
+            xa_prepared: self.prepared.values().cloned().collect(),
+            zero_dates: self.committed.as_ref().map_or(0, |m| m.zero_dates) + self.stats.zero_dates,
+            types: commit::TYPES,
+        };
+        // The schema versions of this checkpoint become durable with it:
+        // their objects are written first and named after its seq.
+        let mut schema_objects = Vec::new();
+        for v in self.tracker.uncommitted().0 {
+            schema_objects
+                .push(history::put_version(self.lake.store.as_ref(), v, &self.writer_id).await?);
+        }
+        let written_now: Vec<&DataFile> = manifest
+            .files
+            .iter()
+            .chain(manifest.xa_prepared.iter().flat_map(|x| x.files.iter()))
+            .filter(|f| !f.path.starts_with(xa::XA_PREFIX) || self.xa_written.contains(&f.path))
+            .collect();
+        let verified = match self.lake.verify_files(&written_now).await {
+            // Files of ours deleted because another writer committed this
+            // seq first (its first commit cleans up): we are fenced.
+            Err(e)
+                if self
+                    .lake
+                    .taken_by_other(manifest.seq, &self.writer_id)
+                    .await? =>
+            {
+                debug!(error = %e, "files of this checkpoint are gone and its manifest exists");
+                Err(Error::Fenced { seq: manifest.seq })
+            }
+            other => other,
+        };
+        let committed = match verified {
+            Ok(()) => self.lake.commit(&manifest).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = committed {
+            if matches!(e, Error::Fenced { .. }) {
+                // Our files can never be committed: leave no orphans behind.
+                let paths = manifest
+                    .files
+                    .iter()
+                    .map(|f| crate::commit::stored_path(&f.path))
+                    .chain(
+                        self.xa_written
+                            .iter()
+                            .map(|p| crate::commit::stored_path(p)),
+                    )
+                    .chain(schema_objects);
+                for path in paths {
+                    if let Err(del) = self.lake.store.delete(&path).await {
+                        warn!(%path, kind = %crate::error::HasKind::error_kind(&del), error = %del, "could not delete an uncommitted file");
+                    }
+                }
+            }
+            return Err(e);
+        }
+        info!(seq = manifest.seq, files = manifest.files.len(), cursor = %self.position(), "committed");
+        let rewound = std::mem::take(&mut self.rewound);
+        if self.summary.manifests == 0 || rewound {
+            self.remove_orphans_after_first_commit(&manifest).await;
+        }
+        self.summary.manifests += 1;
+        if let Err(e) = self.tracker.committed() {
+            warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not forget the applied `schema resync` shapes; they match no later position");
+        }
+        self.summary.rows += manifest.files.iter().map(|f| f.rows).sum::<u64>();
+        // Zero dates are counted once their rows are committed.
+        let zero_dates = std::mem::take(&mut self.stats.zero_dates);
+        self.summary.zero_dates += zero_dates;
+        self.metrics.checkpoint_committed(
+            &manifest,
+            &mut self.file_ops,
+            self.read_ts,
+            started.elapsed(),
+            zero_dates,
+        );
+        self.requests_committed(&manifest).await;
+        self.committed = Some(manifest);
+        self.file_counter = 0;
+        self.file_seqs.clear();
+        self.xa_written.clear();
+        for path in std::mem::take(&mut self.xa_done) {
+            let path = crate::commit::stored_path(&path);
+            if let Err(e) = self.lake.store.delete(&path).await {
+                warn!(%path, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not delete a held file of a resolved XA transaction; the next start removes it");
+            }
+        }
+        self.last_checkpoint = Instant::now();
+        self.metrics.set_buffer_bytes(0);
+        self.commit_tables().await;
+        self.current.after_commit(
+            &self.lake.store,
+            self.committed.as_ref(),
+            self.tracker.history(),
+        );
+        Ok(())
+    }
+
+    /// The last fold of the current tables: at shutdown and at the end of
+    /// `--until-caught-up`.
+    pub(super) async fn finish_current(&mut self) {
+        self.current.wait().await;
+        let job = self
+            .current
+            .last_job(self.committed.as_ref(), self.tracker.history());
+        if let Some(job) = job {
+            current::fold_now(self.lake.store.clone(), job).await;
+        }
+    }
+
+    /// The Delta commits of the manifest just committed. A failure does not
+    /// stop the stream (the manifest is the commit of record): the next
+    /// checkpoint, or the next start, makes what is missing.
+    async fn commit_tables(&mut self) {
+        let Some(m) = self.committed.as_ref() else {
+            return;
+        };
+        if std::env::var_os(BENCH_NO_DELTA).is_some() {
+            // benches/e2e.sh: the stream's cost without Delta commits.
+            return;
+        }
+        if !m.files.is_empty() && std::env::var_os(ABORT_BEFORE_DELTA).is_some() {
+            // Tests: a kill between a manifest and its Delta commits.
+            std::process::abort();
+        }
+        let store = self.lake.store.clone();
+        let behind = self.tables.behind;
+        // Read from SQLite before any await: the history is not Sync.
+        let schemas = if behind {
+            SchemaVersions::load_all(self.tracker.history())
+        } else {
+            SchemaVersions::for_manifest(self.tracker.history(), m)
+        };
+        let made = match schemas {
+            Ok(schemas) if behind => self
+                .tables
+                .repair(store.as_ref(), &self.lake, m, &schemas)
+                .await
+                .map(|r| r.commits),
+            Ok(schemas) => {
+                self.tables
+                    .commit_manifest(store.as_ref(), m, &schemas)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match made {
+            Ok(n) => debug!(
+                seq = m.seq,
+                delta_commits = n,
+                "Delta logs follow the manifest"
+            ),
+            Err(e) => {
+                self.metrics.error(&e);
+                warn!(seq = m.seq, error = %e, kind = %e.kind(), "could not make the Delta commits of this manifest; the next checkpoint or start makes them");
+                self.tables.behind = true;
+            }
+        }
+    }
+}
+
+/// Test hook: with this variable set, sluice aborts right after a manifest
+/// with data files commits, before its Delta commits.
+const ABORT_BEFORE_DELTA: &str = "SLUICE_TEST_ABORT_BEFORE_DELTA";
+
+/// Benchmark switch: with this variable set, no Delta commits are made (the
+/// next start without it makes them). Not for production: the changelog
+/// tables then lag the manifests.
+const BENCH_NO_DELTA: &str = "SLUICE_BENCH_NO_DELTA";
