@@ -1,4 +1,3 @@
-
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray, StructArray};
 use mysql_common::binlog::events::{Event, TableMapEvent};
 

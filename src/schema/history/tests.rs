@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn version(v: u32, pos: u64, ckpt: u64, cols: &[(&str, &str)]) -> TableVersion {
