@@ -341,7 +341,7 @@ struct Applier<'a> {
     dir: &'a Path,
     target: &'a Target<'a>,
     reshape: Option<&'a [Option<String>]>,
-    files: &'a [(String, FileRange, u64)],
+    files: &'a [(String, FileRange)],
     ranges: &'a [FileRange],
     merge: Merge,
     /// The change batch: its rows (the table's columns), keys, removals,
@@ -480,7 +480,7 @@ impl<'a> Applier<'a> {
 
     /// Merges file `i` with the changes that go to it.
     async fn rewrite(&mut self, i: usize) -> Result<()> {
-        let (path, range, _) = &self.files[i];
+        let (path, range) = &self.files[i];
         let mut stream = open_parquet(
             &self.ctx.store,
             self.dir.clone().join(path.as_str()),
@@ -623,7 +623,7 @@ pub(super) async fn fold_table(
     };
     // Files by key range; unusable ranges (a changed key, no tags) mean
     // the table is rebuilt from all its rows.
-    let mut ranged: Vec<(String, FileRange, u64)> = Vec::new();
+    let mut ranged: Vec<(String, FileRange)> = Vec::new();
     let mut unranged = !same_key || file_version.is_none();
     for (path, add) in &base_files {
         let tags = &add["tags"];
@@ -635,11 +635,7 @@ pub(super) async fn fold_table(
             })
         })();
         match range {
-            Some(r) => ranged.push((
-                path.clone(),
-                r,
-                add["stats"].as_str().map_or(0, num_records),
-            )),
+            Some(r) => ranged.push((path.clone(), r)),
             None => unranged = true,
         }
     }
@@ -825,11 +821,4 @@ fn own_shape(
             shape::reshape(&batch, &names, schema)
         }
     }
-}
-
-fn num_records(stats: &str) -> u64 {
-    serde_json::from_str::<Value>(stats)
-        .ok()
-        .and_then(|v| v["numRecords"].as_u64())
-        .unwrap_or(0)
 }
