@@ -219,6 +219,26 @@ impl Lake {
         Ok(lake)
     }
 
+    /// Removes the empty `_sluice/_delta_log/` folder that the put-if-absent
+    /// probe of earlier releases left in a local lake (object stores have no
+    /// folders, so only a local lake has one). A folder that holds anything
+    /// is not sluice's and stays.
+    pub fn remove_old_probe_folder(&self) {
+        let Some(root) = &self.local_root else {
+            return;
+        };
+        let folder = root.join(crate::sink::OLD_PROBE_DIR);
+        match std::fs::remove_dir(&folder) {
+            Ok(()) => {
+                tracing::info!(folder = %folder.display(), "removed the empty folder an earlier release's store probe left")
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(folder = %folder.display(), error = %e, "left a folder named like a Delta log in _sluice/ as it is")
+            }
+        }
+    }
+
     /// The newest committed manifest, if any.
     pub async fn latest_manifest(&self) -> Result<Option<Manifest>> {
         let prefix = Path::from(MANIFEST_DIR);

@@ -149,6 +149,7 @@ pub async fn run(
     let lake = Lake::open(&config.sink)?;
     // Fencing rests on put-if-absent: refuse a store that cannot do it.
     sink::probe_put_if_absent(lake.store.as_ref(), &config.sink.url).await?;
+    lake.remove_old_probe_folder();
     let committed = lake.latest_manifest().await?;
     if let Some(m) = &committed {
         crate::schema::history::check_lake_types(lake.store.as_ref(), m).await?;

@@ -84,16 +84,24 @@ pub fn open_local(root: &FsPath) -> Result<Arc<dyn ObjectStore>> {
     Ok(Arc::new(store))
 }
 
+/// Where the put-if-absent probe writes its object.
+pub const PROBE_DIR: &str = "_sluice";
+
+/// The folder where releases before 0.1 put the probe: on a local lake it
+/// stayed behind, empty, and looked like a Delta table to crawlers.
+pub const OLD_PROBE_DIR: &str = "_sluice/_delta_log";
+
 /// Proves that the store refuses to overwrite with `PutMode::Create`, which
 /// fencing (DESIGN.md "Exactly-once") and the Delta commits of every table
 /// depend on: writes a probe object twice put-if-absent (the second must fail
-/// with AlreadyExists) and deletes it. The probe is a commit file in a
-/// `_delta_log/` folder, as a table's are (`_sluice/_delta_log/probe-….json`):
-/// stores and bucket policies that treat keys by name treat it like them.
-/// A store that cannot do this is a definite error naming the lake.
+/// with AlreadyExists) and deletes it. The probe lies directly in `_sluice/`
+/// (`_sluice/probe-….json`), outside any `_delta_log/` folder: a catalog
+/// crawler or `find` that takes every `_delta_log` folder for a Delta table
+/// must not find one there, and on a local lake a folder would outlive the
+/// object. A store that cannot do this is a definite error naming the lake.
 pub async fn probe_put_if_absent(store: &dyn ObjectStore, url: &str) -> Result<()> {
     let path = Path::from(format!(
-        "_sluice/_delta_log/probe-{}.json",
+        "{PROBE_DIR}/probe-{}.json",
         uuid::Uuid::new_v4().simple()
     ));
     let create = || PutOptions {
@@ -234,6 +242,13 @@ mod tests {
         probe_put_if_absent(store.as_ref(), "/lake").await.unwrap();
         let left: Vec<_> = store.list(None).try_collect().await.unwrap();
         assert!(left.is_empty(), "probe left {left:?}");
+        // Folders too: the local store leaves the ones it made behind, and a
+        // `_delta_log` folder anywhere is a Delta table to a crawler.
+        let folders: Vec<_> = std::fs::read_dir(dir.path().join("_sluice"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(folders.is_empty(), "probe left {folders:?} in _sluice/");
     }
 
     #[tokio::test]

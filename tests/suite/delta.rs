@@ -647,6 +647,66 @@ fn a_kill_before_the_delta_commit_is_repaired_at_start() {
     );
 }
 
+/// Every `<dir>/_delta_log` folder below `root`.
+fn delta_log_folders(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                if entry.file_name() == "_delta_log" {
+                    out.push(entry.path());
+                } else {
+                    todo.push(entry.path());
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A crawler that takes every `_delta_log` folder for a Delta table finds
+/// exactly the changelog and current-state tables: the store probe writes
+/// outside any such folder, and the empty `_sluice/_delta_log/` that earlier
+/// releases left is removed at start.
+#[test]
+fn only_tables_have_delta_log_folders() {
+    let db = MariaDb::start();
+    db.sql(CREATE);
+    db.sql(STEPS[0]);
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, dir.path(), state.path());
+    let stray = dir.path().join("_sluice/_delta_log");
+    std::fs::create_dir_all(&stray).unwrap();
+    sluice.run_until_caught_up_ok();
+    assert!(
+        !stray.exists(),
+        "the empty probe folder of an earlier release is removed"
+    );
+    let lake = Lake::read(dir.path());
+    let mut tables: Vec<PathBuf> = ["shop.t", "shop.u"]
+        .iter()
+        .flat_map(|t| {
+            let changelog = folder(&lake, t);
+            let (db_name, table) = t.split_once('.').unwrap();
+            [
+                changelog,
+                dir.path().join("_current").join(db_name).join(table),
+            ]
+        })
+        .map(|table| table.join("_delta_log"))
+        .collect();
+    tables.sort();
+    assert_eq!(delta_log_folders(dir.path()), tables);
+    // `check` probes the store too, and leaves nothing either.
+    let check = sluice.run_args(&["check"], &[]);
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(report.contains("put-if-absent works"), "{report}");
+    assert_eq!(delta_log_folders(dir.path()), tables);
+}
+
 /// 101 manifests of one table: version 100 is a checkpoint that
 /// `_last_checkpoint` names, readers read through it, and a restart loads
 /// the log from it.
