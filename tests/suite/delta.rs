@@ -674,10 +674,10 @@ fn delta_log_folders(root: &Path) -> Vec<PathBuf> {
 fn only_tables_have_delta_log_folders() {
     let db = MariaDb::start();
     db.sql(CREATE);
-    db.sql(STEPS[0]);
     let dir = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut sluice = Sluice::new(&db, dir.path(), state.path());
+    let sluice = Sluice::new(&db, dir.path(), state.path());
+    db.sql(STEPS[0]);
     let stray = dir.path().join("_sluice/_delta_log");
     std::fs::create_dir_all(&stray).unwrap();
     sluice.run_until_caught_up_ok();
