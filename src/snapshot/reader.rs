@@ -2,6 +2,7 @@
 //! one consistent read per chunk (see the module above for the protocol).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Value};
@@ -133,6 +134,7 @@ impl Reader {
         if watermark && key.is_none() {
             return Err(Halt::Failed(keyless_under_watermark(table)));
         }
+        let mut key = key;
         let mut after = w.after;
         let mut retries = 0u32;
         loop {
@@ -207,24 +209,30 @@ impl Reader {
                         return Ok(());
                     }
                     after = end.last_key;
+                    retries = 0;
                 }
                 Err(ReadError::Stopped) => return Err(Halt::Stopped),
                 Err(ReadError::WindowChanged) => {
                     retries += 1;
                     debug!(%table, retries, "the table's shape changed inside the chunk's window; reading it again");
+                    self.before_retry(conn, table, retries, &mut key, after.is_some())
+                        .await?;
                 }
                 Err(e) => {
                     if !watermark {
                         let _ = conn.query_drop("ROLLBACK").await;
                     }
-                    match (redo_reason(&e), &key) {
-                        (Some(Redo::Again), Some(_)) => {
-                            debug!(%table, error = %e, "the table changed under the chunk; reading it again");
+                    match (redo_reason(&e), key.is_some()) {
+                        (Some(Redo::Again), true) => {
+                            retries += 1;
+                            debug!(%table, error = %e, retries, "the table changed under the chunk; reading it again");
                             self.send(Message::Abandoned { chunk }).await?;
+                            self.before_retry(conn, table, retries, &mut key, after.is_some())
+                                .await?;
                         }
                         // Part of a keyless read is already in the pipeline:
                         // a retry from the last checkpoint reads it again whole.
-                        (Some(Redo::Again), None) => {
+                        (Some(Redo::Again), false) => {
                             return Err(Halt::Failed(Error::Connection(format!(
                                 "the table {table} changed during its one consistent read ({e}); reading it again"
                             ))))
@@ -248,6 +256,50 @@ impl Reader {
                 }
             }
         }
+    }
+
+    /// Before a chunk is read again because the table changed under it:
+    /// waits (longer each time), gives up after `MAX_CHUNK_RETRIES` in a row
+    /// with a definite error naming the table, and reads the key definition
+    /// again, since the DDL may have renamed a key column (the old name would
+    /// fail with 1054 at every retry) or replaced the key.
+    async fn before_retry(
+        &mut self,
+        conn: &mut Conn,
+        table: &str,
+        retries: u32,
+        key: &mut Option<Vec<KeyColumn>>,
+        resumed: bool,
+    ) -> Result<(), Halt> {
+        if retries > MAX_CHUNK_RETRIES {
+            return Err(Halt::Failed(Error::Snapshot {
+                table: table.to_string(),
+                message: format!(
+                    "a chunk was read {retries} times in a row and the table changed under it every time; \
+                     if DDL runs on it in a loop, pause that or exclude the table with [filter] exclude"
+                ),
+            }));
+        }
+        tokio::time::sleep(retry_delay(retries)).await;
+        let (db, name) = table.split_once('.').expect("checked by read_table");
+        let now = key_columns(conn, db, name).await?;
+        if resumed && !same_order(key.as_deref(), now.as_deref()) {
+            return Err(Halt::Failed(Error::Snapshot {
+                table: table.to_string(),
+                message: format!(
+                    "its key changed during the snapshot (from {} to {}): the rows read so far follow the \
+                     old key's order, so the snapshot cannot go on after its last key; run \
+                     `sluice snapshot --replace {table}` to read it again under the new key",
+                    key_names(key.as_deref()),
+                    key_names(now.as_deref()),
+                ),
+            }));
+        }
+        if self.method == SnapshotMethod::Watermark && now.is_none() {
+            return Err(Halt::Failed(keyless_under_watermark(table)));
+        }
+        *key = now;
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -428,6 +480,48 @@ enum ReadError {
     WindowChanged,
 }
 
+/// Re-reads of one chunk in a row, because the table changed under it,
+/// before the snapshot of the table fails.
+const MAX_CHUNK_RETRIES: u32 = 30;
+
+/// The wait before re-read `retries` of a chunk: 20 ms doubling to 2 s, with
+/// jitter so that two sidecars do not retry in step.
+fn retry_delay(retries: u32) -> Duration {
+    let base = Duration::from_millis(20)
+        .saturating_mul(1 << retries.min(7))
+        .min(Duration::from_secs(2));
+    base.mul_f64(rand::random::<f64>() * 0.5 + 0.75)
+}
+
+/// Whether a key read after a DDL orders rows as the one the snapshot began
+/// with: the same number of columns, compared alike (a renamed key column
+/// keeps the order; another column, type class or collation does not).
+fn same_order(before: Option<&[KeyColumn]>, now: Option<&[KeyColumn]>) -> bool {
+    match (before, now) {
+        (Some(a), Some(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(x, y)| x.collation == y.collation && x.numeric == y.numeric)
+        }
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+fn key_names(key: Option<&[KeyColumn]>) -> String {
+    match key {
+        Some(cols) => format!(
+            "({})",
+            cols.iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => "no usable key".into(),
+    }
+}
+
 enum Redo {
     /// The table's definition changed after the read began: read again.
     Again,
@@ -469,6 +563,10 @@ async fn prepare_session(conn: &mut Conn, server_id: u32) -> Result<()> {
         // here by the binlog decoder's own charset rules).
         "SET NAMES utf8mb4",
         "SET time_zone = '+00:00', character_set_results = binary",
+        // The server's or the user's sql_mode must not change what a read
+        // returns: PAD_CHAR_TO_FULL_LENGTH pads CHAR values (and CHAR keys,
+        // which then bind wrong), ORACLE and MSSQL change types and syntax.
+        "SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'",
     ] {
         conn.query_drop(statement).await.map_err(q)?;
     }
@@ -785,4 +883,46 @@ pub async fn plan(
     }
     let _ = conn.disconnect().await;
     Ok(progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column(name: &str, collation: Option<&str>) -> KeyColumn {
+        KeyColumn {
+            name: name.into(),
+            collation: collation.map(|c| ("utf8mb4".into(), c.into())),
+            numeric: false,
+            decimal: None,
+            binary: false,
+        }
+    }
+
+    #[test]
+    fn a_renamed_key_column_keeps_the_order_and_another_key_does_not() {
+        let id = [column("id", None)];
+        let renamed = [column("item_id", None)];
+        let text = [column("id", Some("utf8mb4_general_ci"))];
+        let recollated = [column("id", Some("utf8mb4_bin"))];
+        let wider = [column("id", None), column("n", None)];
+        assert!(same_order(Some(&id), Some(&renamed)));
+        assert!(!same_order(Some(&id), Some(&text)));
+        assert!(!same_order(Some(&text), Some(&recollated)));
+        assert!(!same_order(Some(&id), Some(&wider)));
+        assert!(!same_order(Some(&id), None));
+        assert!(same_order(None, None));
+    }
+
+    #[test]
+    fn chunk_retries_back_off_to_at_most_two_and_a_half_seconds() {
+        let waits: Vec<Duration> = (1..=MAX_CHUNK_RETRIES).map(retry_delay).collect();
+        assert!(waits[0] >= Duration::from_millis(30) && waits[0] <= Duration::from_millis(50));
+        assert!(waits.iter().all(|w| *w <= Duration::from_millis(2500)));
+        let total: Duration = waits.iter().sum();
+        assert!(
+            total >= Duration::from_secs(30),
+            "{total:?}: bounded, but long enough for a DDL to finish"
+        );
+    }
 }

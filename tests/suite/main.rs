@@ -31,6 +31,7 @@ mod resilience;
 mod schema_history;
 mod session_settings;
 mod snapshot;
+mod snapshot_ddl;
 mod source_features;
 mod store_faults;
 mod tls;
