@@ -45,6 +45,7 @@ impl Pipeline<'_> {
             }
         }
         self.xa_active = false;
+        self.window_notes.clear();
         self.xa_files.clear();
         self.xa_done.clear();
         self.prepared = prepared_xa(self.committed.as_ref());

@@ -208,7 +208,7 @@ impl Pipeline<'_> {
                                 self.commit_xa(&xid).await?;
                             }
                         }
-                        self.boundary(end);
+                        self.boundary(end)?;
                         Ok(true)
                     }
                     QueryKind::Rollback => {
@@ -223,7 +223,7 @@ impl Pipeline<'_> {
                                 self.xa_done.extend(p.files.into_iter().map(|f| f.path));
                             }
                         }
-                        self.boundary(end);
+                        self.boundary(end)?;
                         Ok(true)
                     }
                     QueryKind::Savepoint(name) => {
@@ -256,7 +256,7 @@ impl Pipeline<'_> {
                         if self.tx_open {
                             return Ok(false);
                         }
-                        self.boundary(end);
+                        self.boundary(end)?;
                         Ok(true)
                     }
                 }
@@ -272,14 +272,14 @@ impl Pipeline<'_> {
                 Ok(false)
             }
             et::XID => {
-                self.boundary(end);
+                self.boundary(end)?;
                 Ok(true)
             }
             et::XA_PREPARE => {
                 let xid = xa::prepare_xid(body)
                     .ok_or_else(|| at("XA_PREPARE event too short for its xid".into()))?;
                 self.prepare_xa(xid).await?;
-                self.boundary(end);
+                self.boundary(end)?;
                 Ok(true)
             }
             et::TABLE_MAP => {
@@ -357,6 +357,7 @@ impl Pipeline<'_> {
             ));
         };
         let name = plan.schema.qualified_name();
+        let first_seq = self.next_seq;
         let buffer = self
             .buffers
             .entry(name.clone())
@@ -381,9 +382,14 @@ impl Pipeline<'_> {
         )
         .map_err(|e| Error::decode(&self.file, start, format!("{name}: {e}")))?;
         self.tx_rows += rows as u64;
-        if let Some(run) = self.snapshot.as_mut().filter(|r| r.watches(&name)) {
+        // Rows of a prepared XA transaction are noted from its held files
+        // when it commits (`copy_held_file`): its prepare may fall before a
+        // window and its commit inside, or its rollback after.
+        let watched = self.snapshot.as_ref().is_some_and(|r| r.watches(&name));
+        if watched && !self.xa_active {
             // A chunk's watermark window is open on the table: its rows
-            // whose key changes here are left to the stream.
+            // whose key changes here are left to the stream, once the
+            // transaction commits (`boundary`).
             let mut changed = TableBuffer::new(Arc::clone(&plan.schema));
             let origin = RowOrigin {
                 tx_seq: 0,
@@ -393,6 +399,7 @@ impl Pipeline<'_> {
                 timestamp,
                 sql: None,
             };
+            let mut seq = first_seq;
             decode_rows(
                 &plan,
                 kind,
@@ -400,11 +407,12 @@ impl Pipeline<'_> {
                 post_header,
                 &mut changed,
                 &origin,
-                &mut 0,
+                &mut seq,
                 &mut DecodeStats::default(),
             )
             .map_err(|e| Error::decode(&self.file, start, format!("{name}: {e}")))?;
-            run.note_changed_rows(&name, &plan.schema, &changed.finish()?)?;
+            self.window_notes
+                .push((name, plan.schema.version, changed.finish()?));
         }
         Ok(())
     }

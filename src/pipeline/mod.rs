@@ -91,6 +91,12 @@ struct Pipeline<'a> {
     /// Inside the prepared part of an XA transaction: buffers written out
     /// now become held files.
     xa_active: bool,
+    /// Rows of the transaction in hand on tables that a watermark window
+    /// watches (table, schema version, rows with their `_seq`): noted when
+    /// the transaction commits, without the rows a rollback took back, since
+    /// a row noted but never committed would be dropped from the chunk and
+    /// carried by nothing.
+    window_notes: Vec<(String, u32, arrow::record_batch::RecordBatch)>,
     /// Held files of the XA transaction in hand.
     xa_files: Vec<DataFile>,
     /// Prepared XA transactions not yet committed or rolled back, by xid.
@@ -335,6 +341,7 @@ pub async fn run(
         savepoints: Savepoints::default(),
         file_seqs: HashMap::new(),
         xa_active: false,
+        window_notes: Vec::new(),
         xa_files: Vec::new(),
         prepared,
         xa_written: Vec::new(),

@@ -204,20 +204,20 @@ impl SnapshotRun {
         }
     }
 
-    /// Notes the keys of the rows in `changed` (a rows event decoded in the
-    /// table's shape `shape`): the after image, and the before image of
-    /// updates.
+    /// Notes the keys of the rows in `changed` (rows of a committed
+    /// transaction in the table's schema version `version`): the after
+    /// image, and the before image of updates.
     pub fn note_changed_rows(
         &mut self,
         table: &str,
-        shape: &TableSchema,
+        version: u32,
         changed: &RecordBatch,
     ) -> Result<()> {
         let before = changed
             .column_by_name("_before")
             .and_then(|c| c.as_any().downcast_ref::<StructArray>());
         for w in self.windows.values_mut().filter(|w| w.table == table) {
-            if w.shape.version != shape.version {
+            if w.shape.version != version {
                 w.reshaped = true;
                 continue;
             }

@@ -16,7 +16,13 @@ use crate::source;
 
 impl Pipeline<'_> {
     /// The end of a transaction (XID, COMMIT, or a DDL statement).
-    pub(super) fn boundary(&mut self, end: u64) {
+    pub(super) fn boundary(&mut self, end: u64) -> Result<()> {
+        for (table, version, rows) in std::mem::take(&mut self.window_notes) {
+            let rows = self.savepoints.keep(&table, rows)?;
+            if let Some(run) = self.snapshot.as_mut() {
+                run.note_changed_rows(&table, version, &rows)?;
+            }
+        }
         self.in_tx = false;
         self.tx_open = false;
         self.savepoints.end_transaction();
@@ -36,6 +42,7 @@ impl Pipeline<'_> {
             next_seq: self.next_seq,
             next_tx_seq: self.next_tx_seq,
         };
+        Ok(())
     }
 
     /// A logged ROLLBACK or ROLLBACK TO SAVEPOINT took rows back. The server
@@ -214,6 +221,11 @@ impl Pipeline<'_> {
         let mut batch = sink::decode_parquet(bytes)?;
         if let Some((first, tx_seq)) = resequence {
             batch = xa::resequence(&batch, first, tx_seq)?;
+        }
+        // The rows commit here: a watermark window open on the table leaves
+        // their keys to the stream (rows held while prepared were not noted).
+        if let Some(run) = self.snapshot.as_mut().filter(|r| r.watches(&file.table)) {
+            run.note_changed_rows(&file.table, file.schema_version, &batch)?;
         }
         let (db, table) = file
             .table

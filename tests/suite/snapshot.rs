@@ -154,7 +154,7 @@ fn writer(
 
 /// Feeds what `next` returns through one long-lived `mariadb` client until
 /// `stop`; returns how many pieces were sent (the client must succeed).
-fn feed_client(
+pub(crate) fn feed_client(
     mut client: std::process::Command,
     namespace: &Namespace,
     stop: &AtomicBool,
