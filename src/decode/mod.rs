@@ -4,6 +4,7 @@
 //! and partial JSON updates ([`rows`], [`json`]).
 
 pub mod charsets;
+pub mod compressed;
 pub mod dml;
 pub mod json;
 pub mod payload;

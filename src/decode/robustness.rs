@@ -257,7 +257,7 @@ fn corrupt_table_map_metadata_is_an_error_not_a_panic() {
         };
         // The shape FULL metadata describes, and the plan against a schema
         // that mostly agrees with the event.
-        let derived = crate::schema::apply::derive_from_table_map(&tme);
+        let derived = crate::schema::apply::derive_from_table_map(&tme, &[]);
         let mut ok = derived.is_ok();
         if let Some(schema) = schema_of(&shapes) {
             ok &= TablePlan::new(schema, &tme).is_ok();

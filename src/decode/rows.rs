@@ -72,6 +72,14 @@ pub enum Codec {
     Json {
         len_bytes: usize,
     },
+    /// MariaDB's `COMPRESSED` VARCHAR, TEXT and BLOB: a 1- to 4-byte length,
+    /// then the value as the server stores it (see [`super::compressed`]),
+    /// whose original is at most `max_len` bytes.
+    Compressed {
+        len_bytes: usize,
+        max_len: usize,
+        target: Bytes,
+    },
 }
 
 /// What variable-length bytes become.
@@ -95,6 +103,17 @@ impl TablePlan {
     /// Checks the TABLE_MAP against the schema and fixes a codec per column.
     /// Disagreement is an error with both shapes: never a guess.
     pub fn new(schema: Arc<TableSchema>, tme: &TableMapEvent<'_>) -> Result<Self, String> {
+        Self::with_compressed(schema, tme, &[])
+    }
+
+    /// [`TablePlan::new`] of a TABLE_MAP that
+    /// [`super::compressed::plain_table_map`] rewrote: the columns at
+    /// `compressed` hold MariaDB's compressed values.
+    pub fn with_compressed(
+        schema: Arc<TableSchema>,
+        tme: &TableMapEvent<'_>,
+        compressed: &[usize],
+    ) -> Result<Self, String> {
         let count = tme.columns_count() as usize;
         if count != schema.columns.len() {
             return Err(format!(
@@ -132,6 +151,27 @@ impl TablePlan {
                 )
             })?;
             codecs.push(codec);
+        }
+        for &i in compressed {
+            let name = schema.columns.get(i).map_or("?", |c| c.name.as_str());
+            codecs[i] = match codecs[i].clone() {
+                // A VARCHAR holds at most 65,535 bytes.
+                Codec::Short { len_bytes, target } => Codec::Compressed {
+                    len_bytes,
+                    max_len: u16::MAX as usize,
+                    target,
+                },
+                Codec::Long { len_bytes, target } => Codec::Compressed {
+                    len_bytes,
+                    max_len: usize::try_from((1u64 << (8 * len_bytes)) - 1).unwrap_or(usize::MAX),
+                    target,
+                },
+                other => {
+                    return Err(format!(
+                        "column `{name}` is compressed in the binlog, which only a VARCHAR, TEXT or BLOB can be, but reads as {other:?}"
+                    ))
+                }
+            };
         }
         use_binlog_labels(&schema, tme, &mut codecs)?;
         Ok(TablePlan { schema, codecs })
@@ -597,9 +637,12 @@ fn require_full_image(plan: &TablePlan, image: &str, present: &[u8]) -> Result<(
         return Ok(());
     }
     let missing: Vec<usize> = (0..ncols).filter(|i| !bit(present, *i)).collect();
-    let only_blobs = missing
-        .iter()
-        .all(|i| matches!(plan.codecs[*i], Codec::Long { .. } | Codec::Json { .. }));
+    let only_blobs = missing.iter().all(|i| {
+        matches!(
+            plan.codecs[*i],
+            Codec::Long { .. } | Codec::Json { .. } | Codec::Compressed { .. }
+        )
+    });
     let setting = if only_blobs { "NOBLOB" } else { "MINIMAL" };
     let names: Vec<String> = missing
         .iter()
@@ -836,6 +879,15 @@ fn read_value(
             text.clear();
             super::json::write_binary_json(r.take(len)?, text)?;
             b.append_str(text);
+        }
+        Codec::Compressed {
+            len_bytes,
+            max_len,
+            target,
+        } => {
+            let len = le_uint(r.take(*len_bytes)?) as usize;
+            let original = super::compressed::original_value(r.take(len)?, *max_len)?;
+            append_bytes(b, &original, *target, text)?;
         }
     }
     Ok(())

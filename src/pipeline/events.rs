@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use mysql_common::binlog::consts::EventType;
 use mysql_common::binlog::events::{Event, ExecuteLoadQueryEvent, QueryEvent, TableMapEvent};
 use tracing::{debug, info};
 
@@ -283,11 +284,21 @@ impl Pipeline<'_> {
                 Ok(true)
             }
             et::TABLE_MAP => {
-                let tme: TableMapEvent<'_> = event
-                    .read_event()
-                    .map_err(|e| at(format!("bad TABLE_MAP: {e}")))?;
+                // MariaDB's compressed columns have types mysql_common does not know.
+                let id_len = match event.fde().get_event_type_header_length(EventType::TABLE_MAP_EVENT) {
+                    6 => 4,
+                    _ => 6,
+                };
+                let plain = decode::compressed::plain_table_map(body, id_len).map_err(|e| at(format!("bad TABLE_MAP: {e}")))?;
+                let (tme, compressed): (TableMapEvent<'_>, &[usize]) = match &plain {
+                    None => (event.read_event().map_err(|e| at(format!("bad TABLE_MAP: {e}")))?, &[][..]),
+                    Some(plain) => (
+                        decode::compressed::read_table_map(event.fde(), &plain.body).map_err(|e| at(format!("bad TABLE_MAP: {e}")))?,
+                        plain.compressed.as_slice(),
+                    ),
+                };
                 let point = self.stream_point(start, header.timestamp());
-                let plan = self.tracker.plan_for(&tme, &point)?;
+                let plan = self.tracker.plan_for(&tme, compressed, &point)?;
                 self.plans.insert(tme.table_id(), plan);
                 Ok(false)
             }

@@ -217,6 +217,9 @@ pub struct Altered {
     new_keys: Vec<(usize, UniqueSpec)>,
     /// The index of the clause being applied.
     clause: usize,
+    /// The columns the statement drops, as the primary key had them when
+    /// they went (see [`rekey_dropped`]).
+    dropped: Vec<ColumnDef>,
 }
 
 impl Altered {
@@ -253,6 +256,7 @@ pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, Strin
         origins: base.columns.iter().map(|c| Some(c.name.clone())).collect(),
         new_keys: Vec::new(),
         clause: 0,
+        dropped: Vec::new(),
     };
     // The server applies DROP (of columns and keys), CHANGE, MODIFY and
     // RENAME to the table as it was, then adds the new columns, then the new
@@ -282,6 +286,7 @@ pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, Strin
             apply_op(&mut altered, op, &base.columns)?;
         }
     }
+    rekey_dropped(&mut altered);
     let mut new_keys = std::mem::take(&mut altered.new_keys);
     new_keys.sort_by_key(|(i, _)| *i);
     for (_, spec) in &new_keys {
@@ -289,6 +294,44 @@ pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, Strin
     }
     sort_unique_keys(&altered.columns, &mut altered.unique_keys);
     Ok(altered)
+}
+
+/// A key part of a column the statement dropped, until [`rekey_dropped`]
+/// decides: no column name holds a NUL.
+fn dropped_key_part(name: &str) -> String {
+    format!("\0{name}")
+}
+
+/// The server keeps a table's keys by column name across one ALTER TABLE:
+/// a key part whose column was dropped names a column that the statement
+/// adds under the same name (`DROP i, ADD i INT AUTO_INCREMENT` keeps `i`
+/// in the primary key, NOT NULL, and in its unique keys), not one renamed
+/// to it; otherwise the part leaves the key, and a key left without
+/// columns goes. (MariaDB refuses to drop one column of a several-column
+/// unique key; MySQL narrows the key.)
+fn rekey_dropped(t: &mut Altered) {
+    for gone in std::mem::take(&mut t.dropped) {
+        let readded = (0..t.columns.len()).find(|&i| {
+            t.origins[i].is_none() && t.columns[i].name.eq_ignore_ascii_case(&gone.name)
+        });
+        let part = dropped_key_part(&gone.name);
+        match readded {
+            Some(i) => {
+                let name = t.columns[i].name.clone();
+                rename_in_keys(&mut t.unique_keys, &part, &name);
+                if gone.primary_key {
+                    t.columns[i].primary_key = true;
+                    t.columns[i].nullable = false;
+                }
+            }
+            None => {
+                for key in t.unique_keys.iter_mut() {
+                    key.columns.retain(|c| *c != part);
+                }
+            }
+        }
+    }
+    t.unique_keys.retain(|k| !k.columns.is_empty());
 }
 
 /// Applies one operation; `before` is the table as the statement found it.
@@ -309,14 +352,10 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
             let i = t.named(name)?;
             let column = t.columns.remove(i);
             t.origins.remove(i);
-            // The column leaves every key; a key left without columns goes.
-            // (MariaDB refuses to drop one column of a several-column unique
-            // key; MySQL narrows the key.)
-            for key in t.unique_keys.iter_mut() {
-                key.columns
-                    .retain(|c| !c.eq_ignore_ascii_case(&column.name));
-            }
-            t.unique_keys.retain(|k| !k.columns.is_empty());
+            // Whether it leaves its keys is known at the end of the statement.
+            let gone = dropped_key_part(&column.name);
+            rename_in_keys(&mut t.unique_keys, &column.name, &gone);
+            t.dropped.push(column);
         }
         AlterOp::Change {
             old,
@@ -373,7 +412,7 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
             }
         }
         AlterOp::DropPrimaryKey => {
-            for c in t.columns.iter_mut() {
+            for c in t.columns.iter_mut().chain(t.dropped.iter_mut()) {
                 c.primary_key = false;
             }
         }
@@ -496,8 +535,14 @@ fn labels_text(raw: &[u8]) -> Result<Vec<Vec<String>>, String> {
 
 /// Derives a table's shape from a TABLE_MAP with full optional metadata
 /// (`binlog_row_metadata=FULL`): names, signedness, charsets, ENUM/SET
-/// labels and the primary key. `None` when the metadata is not there.
-pub fn derive_from_table_map(tme: &TableMapEvent<'_>) -> Result<Option<Vec<ColumnDef>>, String> {
+/// labels, the primary key, and (from the null bits every TABLE_MAP has)
+/// nullability. `None` when the metadata is not there.
+/// The columns at `compressed` are MariaDB's compressed ones
+/// ([`crate::decode::compressed::plain_table_map`]).
+pub fn derive_from_table_map(
+    tme: &TableMapEvent<'_>,
+    compressed: &[usize],
+) -> Result<Option<Vec<ColumnDef>>, String> {
     let n = tme.columns_count() as usize;
     let mut names: Option<Vec<String>> = None;
     let mut unsigned_flags: Vec<bool> = Vec::new();
@@ -641,7 +686,9 @@ pub fn derive_from_table_map(tme: &TableMapEvent<'_>) -> Result<Option<Vec<Colum
             }
             T::MYSQL_TYPE_VARCHAR | T::MYSQL_TYPE_VAR_STRING => {
                 let cs = charset()?;
-                let bytes = m0 | (m1 << 8);
+                // A compressed VARCHAR's length counts its header byte.
+                let header = u64::from(compressed.contains(&i));
+                let bytes = (m0 | (m1 << 8)).saturating_sub(header);
                 match cs.as_deref() {
                     Some("binary") | None => (format!("varbinary({bytes})"), None),
                     Some(c) => (
@@ -665,7 +712,16 @@ pub fn derive_from_table_map(tme: &TableMapEvent<'_>) -> Result<Option<Vec<Colum
             T::MYSQL_TYPE_GEOMETRY => ("geometry".to_string(), None),
             other => return Err(format!("column {name}: type {other:?} has no mapping")),
         };
-        columns.push(ColumnDef::new(name, mysql_type, cs, true, pk.contains(&i))?);
+        // The TABLE_MAP's null bits are the server's own nullability: what a
+        // CREATE … SELECT made of each expression (`SELECT 1 AS i` is NOT NULL).
+        let nullable = tme.null_bitmask().get(i).is_none_or(|b| *b);
+        columns.push(ColumnDef::new(
+            name,
+            mysql_type,
+            cs,
+            nullable,
+            pk.contains(&i),
+        )?);
     }
     Ok(Some(columns))
 }

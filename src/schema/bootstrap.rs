@@ -101,6 +101,19 @@ fn add_keys(tables: &mut BTreeMap<(String, String), TableSchema>, rows: Vec<KeyR
     }
 }
 
+/// MariaDB prints a compressed column's type as `varchar(10)
+/// /*M!100301 COMPRESSED*/`; compression changes no value, and the history
+/// records the type alone, as a CREATE TABLE gives it. The comment ends the
+/// text, after the closing parenthesis of any ENUM labels.
+fn without_compression_comment(column_type: String) -> String {
+    match column_type.rfind("/*M!") {
+        Some(i) if column_type.ends_with(" COMPRESSED*/") => {
+            column_type[..i].trim_end().to_string()
+        }
+        _ => column_type,
+    }
+}
+
 /// All captured tables' current shapes, keyed by `(db, table)`, each as version 1.
 pub async fn read_tables(
     conn: &mut mysql_async::Conn,
@@ -115,6 +128,7 @@ pub async fn read_tables(
         if !filter.captures(&db, &table) {
             continue;
         }
+        let column_type = without_compression_comment(column_type);
         let column = ColumnDef::new(name, column_type, charset, nullable == "YES", false).map_err(
             |message| Error::Schema {
                 table: format!("{db}.{table}"),

@@ -642,10 +642,13 @@ impl SchemaTracker {
     /// The decode plan for a TABLE_MAP of a captured table: the version in
     /// force, checked against the binlog. When they disagree, or the shape
     /// is unknown, a FULL-metadata TABLE_MAP defines a derived version;
-    /// without that metadata it is an error with both shapes.
+    /// without that metadata it is an error with both shapes. The columns
+    /// at `compressed` hold MariaDB's compressed values
+    /// ([`crate::decode::compressed::plain_table_map`]).
     pub fn plan_for(
         &mut self,
         tme: &TableMapEvent<'_>,
+        compressed: &[usize],
         at: &StreamPoint,
     ) -> Result<Option<Arc<TablePlan>>> {
         let key = (
@@ -661,10 +664,11 @@ impl SchemaTracker {
             message,
         };
         let derived = || {
-            derive_from_table_map(tme).map_err(|m| schema_err(format!("at {}: {m}", at.position)))
+            derive_from_table_map(tme, compressed)
+                .map_err(|m| schema_err(format!("at {}: {m}", at.position)))
         };
         let problem = match self.shape(&key)? {
-            Some(schema) => match TablePlan::new(Arc::clone(&schema), tme) {
+            Some(schema) => match TablePlan::with_compressed(Arc::clone(&schema), tme, compressed) {
                 Ok(plan) => match names_disagree(&schema, tme) {
                     None => return Ok(Some(Arc::new(plan))),
                     Some(p) => p,
@@ -690,7 +694,7 @@ impl SchemaTracker {
                     .map(|s| kept_unique_keys(&s.unique_keys, &columns))
                     .unwrap_or_default();
                 let schema = self.record(&key, Shape { columns, charset, unique_keys }, at, Some("-- derived from TABLE_MAP (binlog_row_metadata=FULL)"), false)?;
-                let plan = TablePlan::new(schema, tme).map_err(|m| schema_err(format!("at {}: {m}", at.position)))?;
+                let plan = TablePlan::with_compressed(schema, tme, compressed).map_err(|m| schema_err(format!("at {}: {m}", at.position)))?;
                 self.log_ddl("-- derived from TABLE_MAP (binlog_row_metadata=FULL)", &key.0, at, std::slice::from_ref(&key), &[]);
                 Ok(Some(Arc::new(plan)))
             }

@@ -4,7 +4,7 @@
 //! succeed on a fresh server; tests/data/ddl_corpus.py regenerates it) are run
 //! in order, with a row inserted into every table whose shape changed.
 //! `check_corpus` runs any part of it: the hand-written forms alone, and the
-//! whole corpus (1,887 statements, about 2 min on a 2-core machine). sluice
+//! whole corpus (1,891 statements, about 2 min on a 2-core machine). sluice
 //! replays the whole binlog once; then the shape it recorded at the position
 //! right after each statement must equal the server's shape at that moment
 //! (column names in order, types, nullability, primary key, charset, and the

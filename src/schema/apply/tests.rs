@@ -377,3 +377,57 @@ fn alter_keeps_the_unique_keys_up_to_date() {
     let t = altered(&t, "ALTER TABLE t DROP PRIMARY KEY");
     assert_eq!(t.fold_key(), ["a", "b"]);
 }
+
+fn primary_key(t: &TableSchema) -> Vec<(&str, bool)> {
+    t.columns
+        .iter()
+        .filter(|c| c.primary_key)
+        .map(|c| (c.name.as_str(), c.nullable))
+        .collect()
+}
+
+/// Checked against MariaDB 10.11: keys follow a column dropped and added
+/// again by name in one statement, not a column renamed to that name.
+#[test]
+fn a_column_dropped_and_added_again_keeps_its_keys() {
+    // mysql-test/main/alter_table.test:1144.
+    let base =
+        create("CREATE TABLE t1(c CHAR(10), i INT UNSIGNED AUTO_INCREMENT NOT NULL PRIMARY KEY)");
+    let t = altered(
+        &base,
+        "ALTER TABLE t1 DROP i, ADD i INT UNSIGNED NOT NULL AUTO_INCREMENT, AUTO_INCREMENT = 1",
+    );
+    assert_eq!(primary_key(&t), [("i", false)]);
+    // Added nullable, it is NOT NULL as a primary key column.
+    let base = create("CREATE TABLE a5 (a INT, b INT, PRIMARY KEY (a))");
+    let t = altered(&base, "ALTER TABLE a5 DROP a, ADD a INT");
+    assert_eq!(primary_key(&t), [("a", false)]);
+    // DROP PRIMARY KEY in the same statement, before or after: no key.
+    let t = altered(
+        &base,
+        "ALTER TABLE a4 DROP a, ADD a INT, DROP PRIMARY KEY, ADD PRIMARY KEY (b)",
+    );
+    assert_eq!(primary_key(&t), [("b", false)]);
+    let t = altered(&base, "ALTER TABLE a4 DROP PRIMARY KEY, DROP a, ADD a INT");
+    assert!(primary_key(&t).is_empty());
+    // A column renamed to the dropped one's name takes none of its keys.
+    let base = create("CREATE TABLE a2 (a INT, b INT, c INT, UNIQUE KEY u (a), PRIMARY KEY (c))");
+    let t = altered(&base, "ALTER TABLE a2 DROP a, CHANGE b a INT");
+    assert!(keys(&t).is_empty());
+    assert_eq!(primary_key(&t), [("c", false)]);
+    // Several at once: part of a primary key, and a unique key.
+    let base = create(
+        "CREATE TABLE a3 (a INT, b INT, c INT NOT NULL, UNIQUE KEY u (a), PRIMARY KEY (c, b))",
+    );
+    let t = altered(
+        &base,
+        "ALTER TABLE a3 DROP a, ADD a INT, DROP b, ADD b INT NOT NULL FIRST",
+    );
+    let names: Vec<&str> = t.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["b", "c", "a"]);
+    assert_eq!(primary_key(&t), [("b", false), ("c", false)]);
+    assert_eq!(keys(&t), key_list(&[("u", &["a"])]));
+    // Dropped and not added again: the key goes.
+    let t = altered(&base, "ALTER TABLE a3 DROP a");
+    assert!(keys(&t).is_empty());
+}

@@ -83,6 +83,7 @@ fn changed_column(
         nullable: true,
         primary_key: false,
         unique: false,
+        generated: false,
     };
     spec_options(&mut column, options.iter());
     AlterOp::Change {

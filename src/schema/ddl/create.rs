@@ -57,6 +57,7 @@ pub(super) fn column_spec(def: &sqlparser::ast::ColumnDef) -> ColumnSpec {
         nullable: true,
         primary_key: false,
         unique: false,
+        generated: false,
     };
     spec_options(&mut spec, def.options.iter().map(|o| &o.option));
     spec
@@ -76,6 +77,7 @@ pub(super) fn spec_options<'a>(
                 spec.nullable = false;
             }
             ColumnOption::Unique(_) => spec.unique = true,
+            ColumnOption::Generated { .. } => spec.generated = true,
             ColumnOption::CharacterSet(cs) => spec.charset = Some(charset_name(&cs.to_string())),
             ColumnOption::Collation(c) => collation = Some(charset_of_collation(&c.to_string())),
             // The server makes an AUTO_INCREMENT column NOT NULL.

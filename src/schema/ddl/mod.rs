@@ -13,6 +13,7 @@ pub type TableName = (String, String);
 
 mod alter;
 mod create;
+mod expr;
 mod normalize;
 mod scan;
 #[cfg(test)]
@@ -43,6 +44,8 @@ pub struct ColumnSpec {
     pub primary_key: bool,
     /// `UNIQUE [KEY]` on the column: a unique index of that column alone.
     pub unique: bool,
+    /// A generated column (`AS (…)`, `GENERATED ALWAYS AS (…)`).
+    pub generated: bool,
 }
 
 /// A UNIQUE index as a statement declares it.
@@ -173,10 +176,10 @@ pub fn parse_ddl_on(
     server: Option<ServerVersion>,
     ansi_quotes: bool,
 ) -> Result<Vec<Change>, String> {
-    let unwrapped = requote(
+    let unwrapped = expr::without_column_expressions(&requote(
         &without_plain_comments(&unwrap_executable_comments(statement, server)),
         ansi_quotes,
-    );
+    ));
     let (periods, versioned) = periods(&unwrapped);
     let period_ops: Vec<AlterOp> = periods
         .into_iter()
@@ -187,10 +190,19 @@ pub fn parse_ddl_on(
         })
         .collect();
     let mut changes = parse_normalized(&normalize_mariadb(&unwrapped), default_db)?;
+    let mariadb = server.is_none_or(|s| s.mariadb);
     for change in &mut changes {
         match change {
-            Change::Alter { ops, .. } => ops.extend(period_ops.clone()),
+            Change::Alter { ops, .. } => {
+                if mariadb {
+                    ops.iter_mut().for_each(generated_json_of_op);
+                }
+                ops.extend(period_ops.clone());
+            }
             Change::Create { columns, .. } => {
+                if mariadb {
+                    columns.iter_mut().for_each(generated_json_is_longtext);
+                }
                 for op in &period_ops {
                     period_of_specs(columns, op);
                 }
@@ -199,6 +211,27 @@ pub fn parse_ddl_on(
         }
     }
     Ok(changes)
+}
+
+/// MariaDB's JSON is LONGTEXT (utf8mb4_bin) with a `json_valid` CHECK; a
+/// generated JSON column is that LONGTEXT in the server's own words
+/// (`information_schema` and `SHOW CREATE TABLE`). MySQL's JSON is a type
+/// of its own, generated or not.
+fn generated_json_is_longtext(spec: &mut ColumnSpec) {
+    if spec.generated && spec.mysql_type.eq_ignore_ascii_case("json") {
+        spec.mysql_type = "longtext".into();
+        spec.charset.get_or_insert_with(|| "utf8mb4".into());
+    }
+}
+
+fn generated_json_of_op(op: &mut AlterOp) {
+    match op {
+        AlterOp::Add(spec, _) | AlterOp::Change { column: spec, .. } => {
+            generated_json_is_longtext(spec)
+        }
+        AlterOp::IfColumn { op, .. } => generated_json_of_op(op),
+        _ => {}
+    }
 }
 
 /// What [`AlterOp::Period`] does, to the columns of a CREATE TABLE.

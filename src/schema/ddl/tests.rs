@@ -228,6 +228,7 @@ fn executable_comments_are_read() {
                     nullable: true,
                     primary_key: false,
                     unique: false,
+                    generated: false,
                 },
                 ColumnPosition::Last,
             )]
@@ -589,4 +590,90 @@ fn alter_reads_unique_key_clauses() {
         panic!()
     };
     assert!(column.unique);
+}
+
+fn created_columns(changes: &[Change]) -> Vec<(String, String, Option<String>, bool, bool)> {
+    let Change::Create { columns, .. } = &changes[0] else {
+        panic!("{changes:?}")
+    };
+    columns
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                c.mysql_type.to_ascii_lowercase(),
+                c.charset.clone(),
+                c.nullable,
+                c.generated,
+            )
+        })
+        .collect()
+}
+
+/// Generated columns are read whatever their expression holds (MariaDB's
+/// dynamic-column functions, `CASE`, JSON paths, strings with parentheses).
+#[test]
+fn generated_columns_are_read_whatever_their_expression() {
+    let c = parse_ddl(
+        "create table t1 (item_name varchar(32) primary key, dynamic_cols blob, \
+         color char(32) as (COLUMN_GET(dynamic_cols, 1 as char)) persistent, \
+         n int generated always as (case when color = ')' then 1 else (2) end) virtual, \
+         j text as (json_value(`dynamic_cols`, '$.\"a)\"')) stored not null, z int)",
+        "s",
+    )
+    .unwrap();
+    let s = |v: &str| v.to_string();
+    assert_eq!(
+        created_columns(&c),
+        [
+            (s("item_name"), s("varchar(32)"), None, false, false),
+            (s("dynamic_cols"), s("blob"), None, true, false),
+            (s("color"), s("char(32)"), None, true, true),
+            (s("n"), s("int"), None, true, true),
+            (s("j"), s("text"), None, false, true),
+            (s("z"), s("int"), None, true, false),
+        ]
+    );
+    let c = parse_ddl(
+        "ALTER TABLE t1 ADD COLUMN c2 INT AS (COLUMN_GET(d, 'x' AS INT)) VIRTUAL, \
+         MODIFY color char(40) AS (IF(a, ',', \")\")) PERSISTENT, ADD z2 INT",
+        "s",
+    )
+    .unwrap();
+    let Change::Alter { ops, .. } = &c[0] else {
+        panic!("{c:?}")
+    };
+    assert_eq!(ops.len(), 3, "{ops:?}");
+    assert!(matches!(&ops[0], AlterOp::Add(spec, _) if spec.name == "c2" && spec.generated));
+    assert!(
+        matches!(&ops[1], AlterOp::Change { column, .. } if column.mysql_type.eq_ignore_ascii_case("char(40)"))
+    );
+    assert!(matches!(&ops[2], AlterOp::Add(spec, _) if spec.name == "z2" && !spec.generated));
+}
+
+/// MariaDB's JSON is LONGTEXT utf8mb4: a generated JSON column is recorded
+/// as the server reports it; MySQL's stays JSON.
+#[test]
+fn a_generated_json_column_is_longtext_on_mariadb() {
+    let sql = "create table t1 (a int, b json as (a)) default charset latin1";
+    let mariadb = ServerVersion::parse("10.11.19-MariaDB-log");
+    let c = parse_ddl_on(sql, "s", mariadb, false).unwrap();
+    let b = &created_columns(&c)[1];
+    assert_eq!(
+        (b.1.as_str(), b.2.as_deref()),
+        ("longtext", Some("utf8mb4"))
+    );
+    let c = parse_ddl_on(sql, "s", ServerVersion::parse("8.0.36"), false).unwrap();
+    assert_eq!(created_columns(&c)[1].1, "json");
+    let c = parse_ddl_on(
+        "alter table t1 add c json as (b) stored",
+        "s",
+        mariadb,
+        false,
+    )
+    .unwrap();
+    let Change::Alter { ops, .. } = &c[0] else {
+        panic!("{c:?}")
+    };
+    assert!(matches!(&ops[0], AlterOp::Add(spec, _) if spec.mysql_type == "longtext"));
 }
