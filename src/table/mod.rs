@@ -590,7 +590,7 @@ impl TableLogs {
                 }
             };
             for (key, t) in by_table(&m) {
-                if !lagging.get(&key).is_some_and(|applied| *applied < seq) {
+                if lagging.get(&key).is_none_or(|applied| *applied >= seq) {
                     continue;
                 }
                 match self.commit_table(store, &m, &t, schemas).await {
