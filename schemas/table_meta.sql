@@ -24,7 +24,10 @@ CREATE TABLE table_versions (
     statement       TEXT,
     -- 1 when the table was dropped (or renamed away) at this version.
     dropped         INTEGER NOT NULL DEFAULT 0,
-    -- JSON list: [{name, mysql_type, arrow_type, nullable, primary_key, charset, labels}]
+    -- JSON list: [{name, lake_name, mysql_type, arrow_type, nullable, primary_key, charset, labels}].
+    -- lake_name (the column's name in the changelog files and Delta schema)
+    -- is absent in rows written before lake names: loading names them by the
+    -- same rule from the table's whole history (src/schema/lake_names.rs).
     columns         TEXT    NOT NULL,
     -- The manifest seq of the checkpoint that makes this version durable.
     checkpoint_seq  INTEGER NOT NULL,

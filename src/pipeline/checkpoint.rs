@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use object_store::ObjectStoreExt;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::start::prepared_xa;
 use super::{current, xa, Pipeline};
@@ -348,7 +348,11 @@ impl Pipeline<'_> {
             ),
             Err(e) => {
                 self.metrics.error(&e);
-                warn!(seq = m.seq, error = %e, kind = %e.kind(), "could not make the Delta commits of this manifest; the next checkpoint or start makes them");
+                if e.kind() == crate::error::ErrorKind::Definite {
+                    error!(seq = m.seq, error = %e, kind = %e.kind(), "could not make the Delta commits of this manifest; the next checkpoint or start makes them");
+                } else {
+                    warn!(seq = m.seq, error = %e, kind = %e.kind(), "could not make the Delta commits of this manifest; the next checkpoint or start makes them");
+                }
                 self.tables.behind = true;
             }
         }

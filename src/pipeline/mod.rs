@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::batch::savepoint::Savepoints;
 use crate::batch::TableBuffer;
@@ -231,8 +231,12 @@ pub async fn run(
                 "Delta logs caught up with the manifests"
             ),
             Ok(_) => {}
+            Err(e) if e.kind() == crate::error::ErrorKind::Definite => {
+                error!(kind = %e.kind(), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
+                table_logs.behind = true;
+            }
             Err(e) => {
-                warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
+                warn!(kind = %e.kind(), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
                 table_logs.behind = true;
             }
         }

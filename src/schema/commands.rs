@@ -62,6 +62,7 @@ fn version_json(v: &TableVersion) -> serde_json::Value {
                     matches!(
                         k.as_str(),
                         "name"
+                            | "lake_name"
                             | "mysql_type"
                             | "arrow_type"
                             | "nullable"

@@ -56,6 +56,7 @@ fn columns_json(columns: &[ColumnDef]) -> serde_json::Value {
             };
             json!({
                 "name": c.name,
+                "lake_name": (!c.lake_name.is_empty()).then_some(&c.lake_name),
                 "mysql_type": c.mysql_type,
                 "arrow_type": c.kind.arrow_type().to_string(),
                 "nullable": c.nullable,
@@ -137,13 +138,16 @@ fn columns_from_json(v: &serde_json::Value) -> std::result::Result<Vec<ColumnDef
         .map(|c| {
             let s = |k: &str| c.get(k).and_then(|v| v.as_str()).map(str::to_string);
             let b = |k: &str| c.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
-            ColumnDef::new(
+            let mut column = ColumnDef::new(
                 s("name").ok_or("column without a name")?,
                 s("mysql_type").ok_or("column without a mysql_type")?,
                 s("charset"),
                 b("nullable"),
                 b("primary_key"),
-            )
+            )?;
+            // Absent in versions stored before lake names: named on load.
+            column.lake_name = s("lake_name").unwrap_or_default();
+            Ok(column)
         })
         .collect()
 }
@@ -399,7 +403,36 @@ impl SchemaHistory {
             .map_err(sql_err)
     }
 
+    /// Versions as stored, then those stored before lake names were
+    /// recorded named by the same rule, from their table's whole history.
     fn query(&self, where_sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<TableVersion>> {
+        let mut out = self.query_stored(where_sql, args)?;
+        let unnamed: std::collections::BTreeSet<(String, String)> = out
+            .iter()
+            .filter(|v| v.schema.columns.iter().any(|c| c.lake_name.is_empty()))
+            .map(|v| (v.schema.database.clone(), v.schema.name.clone()))
+            .collect();
+        for (db, table) in unnamed {
+            let mut all =
+                self.query_stored("WHERE database = ?1 AND table_name = ?2", &[&db, &table])?;
+            super::lake_names::fill_history(&mut all);
+            for v in out
+                .iter_mut()
+                .filter(|v| v.schema.database == db && v.schema.name == table)
+            {
+                if let Some(named) = all.iter().find(|a| a.schema.version == v.schema.version) {
+                    v.schema.columns.clone_from(&named.schema.columns);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn query_stored(
+        &self,
+        where_sql: &str,
+        args: &[&dyn rusqlite::ToSql],
+    ) -> Result<Vec<TableVersion>> {
         let sql = format!(
             "SELECT database, table_name, version, order_key, binlog_file, binlog_pos, gtid, committed_at, \
              statement, dropped, columns, checkpoint_seq, table_charset, unique_keys FROM table_versions {where_sql} \

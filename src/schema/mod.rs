@@ -9,6 +9,7 @@ pub mod bootstrap;
 pub mod commands;
 pub mod ddl;
 pub mod history;
+pub mod lake_names;
 pub mod tracker;
 pub mod types;
 
@@ -196,6 +197,9 @@ pub struct ColumnDef {
     pub kind: ColumnKind,
     pub nullable: bool,
     pub primary_key: bool,
+    /// The column's name in the changelog's Parquet files and Delta schema
+    /// ([`lake_names`]); empty until the schema history assigns it.
+    pub lake_name: String,
 }
 
 impl ColumnDef {
@@ -218,7 +222,18 @@ impl ColumnDef {
             kind,
             nullable,
             primary_key,
+            lake_name: String::new(),
         })
+    }
+
+    /// The lake name, or the source name for a shape the history has not
+    /// named (a shape of a unit test, a `schema resync` statement).
+    pub fn lake(&self) -> &str {
+        if self.lake_name.is_empty() {
+            &self.name
+        } else {
+            &self.lake_name
+        }
     }
 }
 
@@ -277,11 +292,12 @@ impl TableSchema {
         format!("{}.{}", self.database, self.name)
     }
 
-    /// The table's columns as Arrow fields (used both top-level and inside `_before`).
+    /// The table's columns as Arrow fields of the changelog's files, under
+    /// their lake names (used both top-level and inside `_before`).
     pub fn column_fields(&self, force_nullable: bool) -> Fields {
         self.columns
             .iter()
-            .map(|c| Field::new(&c.name, c.kind.arrow_type(), force_nullable || c.nullable))
+            .map(|c| Field::new(c.lake(), c.kind.arrow_type(), force_nullable || c.nullable))
             .collect()
     }
 

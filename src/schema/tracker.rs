@@ -200,16 +200,6 @@ impl SchemaTracker {
         self.reload()
     }
 
-    fn next_version(&self, t: &TableName) -> Result<u32> {
-        Ok(self
-            .history
-            .versions(&t.0, &t.1)?
-            .last()
-            .map(|v| v.schema.version)
-            .unwrap_or(0)
-            + 1)
-    }
-
     /// Records a new version of `t` in force from `at`.
     fn record(
         &mut self,
@@ -219,11 +209,19 @@ impl SchemaTracker {
         statement: Option<&str>,
         dropped: bool,
     ) -> Result<Arc<TableSchema>> {
+        // Lake names come from this table's history, never from the shape
+        // a DDL derived (a renamed column is a new lake column).
+        let earlier = self.history.versions(&t.0, &t.1)?;
+        let mut columns = shape.columns;
+        for c in &mut columns {
+            c.lake_name.clear();
+        }
+        super::lake_names::assign(&earlier, &mut columns);
         let schema = TableSchema {
             database: t.0.clone(),
             name: t.1.clone(),
-            version: self.next_version(t)?,
-            columns: shape.columns,
+            version: earlier.last().map_or(0, |v| v.schema.version) + 1,
+            columns,
             charset: shape.charset,
             unique_keys: shape.unique_keys,
         };

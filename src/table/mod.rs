@@ -12,6 +12,7 @@
 //! Delta code lives in this module, so moving to the kernel touches one place.
 
 pub mod current;
+mod legacy_names;
 mod log;
 mod rewrite;
 mod schema;
@@ -29,6 +30,7 @@ use serde_json::json;
 use crate::commit::{stored_path, DataFile, Manifest};
 use crate::error::{Error, Result};
 use crate::schema::history::SchemaHistory;
+use legacy_names::LakeNames;
 
 pub use log::{TableState, APP_ID, CHECKPOINT_INTERVAL, LOG_DIR};
 
@@ -77,6 +79,9 @@ pub struct SchemaVersions(
     /// The RENAME statement that gave a table its name, if its history
     /// starts with one: the first Delta commit of its folder names it.
     HashMap<(String, String), String>,
+    /// The source and lake names of each table's versions: files of a
+    /// release before lake names are copied under the lake names.
+    HashMap<(String, String), LakeNames>,
 );
 
 impl SchemaVersions {
@@ -86,8 +91,10 @@ impl SchemaVersions {
     ) -> Result<Self> {
         let mut map = HashMap::new();
         let mut renames = HashMap::new();
+        let mut names = HashMap::new();
         for (db, table) in tables {
             let all = history.versions(&db, &table)?;
+            names.insert((db.clone(), table.clone()), LakeNames::of(&all));
             if let Some(stmt) = all.first().and_then(|v| v.statement.as_ref()) {
                 if stmt.to_ascii_uppercase().contains("RENAME") {
                     renames.insert((db.clone(), table.clone()), stmt.clone());
@@ -100,7 +107,7 @@ impl SchemaVersions {
                 .collect();
             map.insert((db, table), versions);
         }
-        Ok(SchemaVersions(map, renames))
+        Ok(SchemaVersions(map, renames, names))
     }
 
     /// Every table the history knows.
@@ -186,12 +193,17 @@ impl TableLogs {
         schemas: &SchemaVersions,
     ) -> Result<usize> {
         let mut made = 0;
+        let mut failed = Vec::new();
         for (_, t) in by_table(m) {
-            if self.commit_table(store, m, &t, schemas).await? {
-                made += 1;
+            // One table's failure holds back no other table's commit: the
+            // repair at the next checkpoint or start retries it.
+            match self.commit_table(store, m, &t, schemas).await {
+                Ok(true) => made += 1,
+                Ok(false) => {}
+                Err(e) => failed.push((t.files[0].table.clone(), e)),
             }
         }
-        Ok(made)
+        first_failure(m.seq, failed).map_or(Ok(made), Err)
     }
 
     /// The Delta commit of `t`'s files of `m`. False if the log has it.
@@ -219,8 +231,20 @@ impl TableLogs {
                 schema::widen(&mut fields, s);
             }
         }
-        for f in facts.iter().filter_map(|f| f.schema.as_ref()) {
-            schema::widen(&mut fields, f);
+        let names = table_names(&t.dir).and_then(|k| schemas.2.get(&k));
+        // Files of a release before lake names: their columns' lake names.
+        let legacy: Vec<Option<Vec<String>>> = facts
+            .iter()
+            .map(|f| f.schema.as_ref().and_then(|s| names?.renames(s)))
+            .collect();
+        for (f, lake) in facts.iter().zip(&legacy) {
+            match (&f.schema, lake) {
+                (Some(s), Some(lake)) => {
+                    schema::widen(&mut fields, &legacy_names::renamed_schema(s, lake))
+                }
+                (Some(s), None) => schema::widen(&mut fields, s),
+                (None, _) => {}
+            }
         }
         let schema_string = schema::schema_string(&fields).map_err(|e| {
             Error::Lake(format!(
@@ -234,28 +258,29 @@ impl TableLogs {
             store,
             &t.dir,
             &table_name,
-            &fields,
-            &schema_string,
-            &protocol,
+            (&fields, &schema_string, &protocol),
+            names,
         )
         .await?;
         // This manifest's own files of the old type (a DDL inside the
         // checkpoint) join as copies.
         let mut adds: Vec<(String, stats::FileFacts)> = Vec::with_capacity(facts.len());
-        for (f, facts) in t.files.iter().zip(facts) {
+        for ((f, facts), lake) in t.files.iter().zip(facts).zip(legacy) {
             let stored = stored_path(&f.path);
             let name = stored.filename().unwrap_or(&f.path).to_string();
-            if facts
-                .schema
-                .as_ref()
-                .is_some_and(|s| rewrite::conflicts(s, &fields))
+            if lake.is_some()
+                || facts
+                    .schema
+                    .as_ref()
+                    .is_some_and(|s| rewrite::conflicts(s, &fields))
             {
                 let version = self
                     .state(store, &t.dir)
                     .await?
                     .version
                     .map_or(0, |v| v + 1);
-                let copy = rewrite::copy_conformed(store, &t.dir, &name, &fields, version).await?;
+                let copy =
+                    rewrite::copy_conformed(store, &t.dir, &name, &fields, version, names).await?;
                 warn_lost(&table_name, &name, copy.lost);
                 adds.push((copy.path, copy.facts));
             } else {
@@ -361,15 +386,16 @@ impl TableLogs {
     /// When the Delta schema of `dir` gives a column another type than
     /// `fields` (DESIGN.md: DECIMAL precision or scale, FLOAT to DOUBLE, a
     /// number to a string), commits copies of the files of the old type in
-    /// the new one, which replace them, with the new schema.
+    /// the new one, which replace them, with the new schema. The same for a
+    /// Delta schema with names that differ only in case (a lake of a release
+    /// before lake names): its files are copied under their lake names.
     async fn rewrite_old_types(
         &mut self,
         store: &dyn ObjectStore,
         dir: &Path,
         table_name: &str,
-        fields: &[Field],
-        schema_string: &str,
-        protocol: &serde_json::Value,
+        (fields, schema_string, protocol): (&[Field], &str, &serde_json::Value),
+        names: Option<&LakeNames>,
     ) -> Result<()> {
         let state = self.state(store, dir).await?;
         let Some(old) = state
@@ -379,9 +405,15 @@ impl TableLogs {
         else {
             return Ok(());
         };
-        if !rewrite::schema_changes_types(old, fields) {
+        let renames = legacy_names::has_case_duplicates(old);
+        if !renames && !rewrite::schema_changes_types(old, fields) {
             return Ok(());
         }
+        let why = if renames {
+            "column names that differ only in case: the files are copied under their lake names"
+        } else {
+            "a column changed to another type: the files of the old type are copied in the new one"
+        };
         let live = log::load(store, dir, true).await?;
         let version = live.version.map_or(0, |v| v + 1);
         let now = chrono::Utc::now().timestamp_millis();
@@ -390,7 +422,7 @@ impl TableLogs {
             false,
             json!({
                 "table": table_name,
-                "rewritten": "a column changed to another type: the files of the old type are copied in the new one",
+                "rewritten": why,
             }),
         )];
         let raise = live
@@ -407,14 +439,20 @@ impl TableLogs {
         for path in live.files.keys() {
             let file = path.split('/').fold(dir.clone(), |p, part| p.join(part));
             let facts = stats::file_facts(store, &file).await?;
-            if !facts
+            let legacy = facts
                 .schema
                 .as_ref()
-                .is_some_and(|s| rewrite::conflicts(s, fields))
+                .and_then(|s| names?.renames(s))
+                .is_some();
+            if !legacy
+                && !facts
+                    .schema
+                    .as_ref()
+                    .is_some_and(|s| rewrite::conflicts(s, fields))
             {
                 continue;
             }
-            let copy = rewrite::copy_conformed(store, dir, path, fields, version).await?;
+            let copy = rewrite::copy_conformed(store, dir, path, fields, version, names).await?;
             warn_lost(table_name, path, copy.lost);
             actions.push(rewrite::remove_action(path, now));
             actions.push(rewrite::add_action(&copy));
@@ -422,7 +460,7 @@ impl TableLogs {
         }
         match log::put_commit(store, dir, version, &actions).await? {
             log::Put::Written => {
-                tracing::info!(table = %table_name, version, files = copies, "a column changed its type: the Delta table's files are rewritten in the new type");
+                tracing::info!(table = %table_name, version, files = copies, "the Delta table's files are rewritten: {why}");
                 checkpoint_if_due(store, dir, version).await;
             }
             log::Put::Taken => {
@@ -434,6 +472,43 @@ impl TableLogs {
         // The next commit reads the log again.
         self.tables.remove(&dir.to_string());
         Ok(())
+    }
+
+    /// A Delta table of a release before lake names whose schema has names
+    /// that differ only in case, which no reader reads: its files are copied
+    /// under their lake names, whether or not new changes come.
+    async fn rename_legacy(
+        &mut self,
+        store: &dyn ObjectStore,
+        dir: &Path,
+        upto: u64,
+        schemas: &SchemaVersions,
+    ) -> Result<()> {
+        let Some(key) = table_names(dir) else {
+            return Ok(());
+        };
+        let mut fields: Vec<Field> = Vec::new();
+        for (_, s) in schemas
+            .0
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter(|(ckpt, _)| *ckpt <= upto)
+        {
+            schema::widen(&mut fields, s);
+        }
+        let table_name = format!("{}.{}", key.0, key.1);
+        let schema_string = schema::schema_string(&fields)
+            .map_err(|e| Error::Lake(format!("table {table_name} cannot have a Delta log: {e}")))?;
+        let protocol = schema::protocol(&fields);
+        self.rewrite_old_types(
+            store,
+            dir,
+            &table_name,
+            (&fields, &schema_string, &protocol),
+            schemas.2.get(&key),
+        )
+        .await
     }
 
     /// Makes the Delta commits missing for manifests up to `newest`: at start
@@ -451,8 +526,28 @@ impl TableLogs {
         // data files, and those whose newest commit counts fewer rows than
         // the newest manifest (every manifest that touches a table adds rows).
         let mut lagging: BTreeMap<String, u64> = BTreeMap::new();
+        let mut failed = Vec::new();
         for dir in table_dirs(store).await? {
-            let state = self.state(store, &dir).await?.clone();
+            let name =
+                table_names(&dir).map_or_else(|| dir.to_string(), |(d, t)| format!("{d}.{t}"));
+            let state = match self.state(store, &dir).await {
+                Ok(state) => state.clone(),
+                Err(e) => {
+                    failed.push((name, e));
+                    continue;
+                }
+            };
+            let duplicates = state
+                .metadata
+                .as_ref()
+                .and_then(|m| m["schemaString"].as_str())
+                .is_some_and(legacy_names::has_case_duplicates);
+            if duplicates {
+                if let Err(e) = self.rename_legacy(store, &dir, newest.seq, schemas).await {
+                    failed.push((name, e));
+                    continue;
+                }
+            }
             match state.version {
                 None => {
                     if has_data_files(store, &dir).await? {
@@ -479,8 +574,8 @@ impl TableLogs {
             }
         }
         let Some(from) = lagging.values().min().map(|a| a + 1) else {
-            self.behind = false;
-            return Ok(report);
+            self.behind = !failed.is_empty();
+            return first_failure(newest.seq, failed).map_or(Ok(report), Err);
         };
         for seq in from..=newest.seq {
             let m = if seq == newest.seq {
@@ -495,16 +590,38 @@ impl TableLogs {
                 }
             };
             for (key, t) in by_table(&m) {
-                if lagging.get(&key).is_some_and(|applied| *applied < seq)
-                    && self.commit_table(store, &m, &t, schemas).await?
-                {
-                    report.commits += 1;
+                if lagging.get(&key).is_none_or(|applied| *applied >= seq) {
+                    continue;
+                }
+                match self.commit_table(store, &m, &t, schemas).await {
+                    Ok(true) => report.commits += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        // Its later manifests wait for this one; the other
+                        // tables go on.
+                        lagging.remove(&key);
+                        failed.push((t.files[0].table.clone(), e));
+                    }
                 }
             }
         }
-        self.behind = false;
-        Ok(report)
+        self.behind = !failed.is_empty();
+        first_failure(newest.seq, failed).map_or(Ok(report), Err)
     }
+}
+
+/// Logs each table's Delta commit failure, naming the table (a definite
+/// one as an error), and gives the first for the caller to count.
+fn first_failure(seq: u64, failed: Vec<(String, Error)>) -> Option<Error> {
+    for (table, e) in &failed {
+        let kind = crate::error::HasKind::error_kind(e);
+        if kind == crate::error::ErrorKind::Definite {
+            tracing::error!(table = %table, seq, %kind, error = %e, "could not make the Delta commit of this table; the other tables go on, and the next checkpoint or start retries it");
+        } else {
+            tracing::warn!(table = %table, seq, %kind, error = %e, "could not make the Delta commit of this table; the other tables go on, and the next checkpoint or start retries it");
+        }
+    }
+    failed.into_iter().next().map(|(_, e)| e)
 }
 
 /// Rewrites the checkpoint of `version` from the log.

@@ -20,6 +20,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::{json, Value};
 
+use super::legacy_names::{renamed_batch, LakeNames};
 use super::schema::delta_type;
 use super::stats::{self, FileFacts};
 use crate::error::{Error, Result};
@@ -165,12 +166,18 @@ pub async fn copy_conformed(
     rel: &str,
     union: &[Field],
     version: u64,
+    names: Option<&LakeNames>,
 ) -> Result<Copy> {
     let src = rel.split('/').fold(dir.clone(), |p, part| p.join(part));
     let bytes = store.get(&src).await?.bytes().await?;
     let union = union.to_vec();
+    let names = names.cloned();
     let (encoded, lost) = tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, usize)> {
-        let batch = sink::decode_parquet(bytes)?;
+        let mut batch = sink::decode_parquet(bytes)?;
+        // A file of a release before lake names: its columns renamed first.
+        if let Some(lake) = names.as_ref().and_then(|n| n.renames(&batch.schema())) {
+            batch = renamed_batch(batch, &lake)?;
+        }
         let (batch, lost) = conform(&batch, &union)?;
         Ok((sink::encode_parquet(&batch)?, lost))
     })

@@ -27,6 +27,7 @@ mod fencing;
 mod gtid;
 mod harness;
 mod http;
+mod lake_names;
 mod mysql8_binlog;
 mod resilience;
 mod schema_history;

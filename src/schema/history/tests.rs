@@ -9,7 +9,11 @@ fn version(v: u32, pos: u64, ckpt: u64, cols: &[(&str, &str)]) -> TableVersion {
             columns: cols
                 .iter()
                 .map(|(n, t)| {
-                    ColumnDef::new(*n, *t, Some("utf8mb4".into()), true, *n == "id").unwrap()
+                    let mut c =
+                        ColumnDef::new(*n, *t, Some("utf8mb4".into()), true, *n == "id").unwrap();
+                    // As the tracker records them (no name here needs another).
+                    c.lake_name = n.to_string();
+                    c
                 })
                 .collect(),
             charset: Some("utf8mb4".into()),

@@ -151,7 +151,12 @@ async fn read_change_rows(
         (target.tv, &target.schema, &target.conv, &target.key_idx[..]);
     let ncols = tv.schema.columns.len();
     for (_, f) in files.iter().filter(|(seq, _)| *seq > folded) {
-        let sources = shape::origins(&t.versions, f.schema_version, tv.schema.version);
+        let sources = shape::stored_names(
+            &t.versions,
+            f.schema_version,
+            shape::origins(&t.versions, f.schema_version, tv.schema.version),
+            false,
+        );
         // Only what the fold uses: the table's columns, `_seq`, `_ts`, `_op`
         // and the key of `_before` (not the whole before image, nor `_sql`).
         let key_sources: Vec<&str> = key_idx
@@ -176,8 +181,7 @@ async fn read_change_rows(
         while let Some(batch) = stream.try_next().await? {
             let mut cols = shape::project(&batch, &sources, schema, ncols)?;
             let column = |name: &str| {
-                batch
-                    .column_by_name(name)
+                shape::cdc_column(batch.schema().fields(), batch.columns(), name)
                     .cloned()
                     .ok_or_else(|| lake_err(t, format!("changelog file {} has no {name}", f.path)))
             };
@@ -611,9 +615,10 @@ pub(super) async fn fold_table(
         .and_then(|c| c[CONF_VERSION].as_str())
         .and_then(|v| v.parse().ok());
     let same_key = conf.and_then(|c| c[CONF_KEY].as_str()) == Some(key_desc.as_str());
-    let reshape = file_version
-        .filter(|v| *v != tv.schema.version)
-        .map(|v| shape::origins(&t.versions, v, tv.schema.version));
+    let reshape = file_version.filter(|v| *v != tv.schema.version).map(|v| {
+        let sources = shape::origins(&t.versions, v, tv.schema.version);
+        shape::stored_names(&t.versions, v, sources, true)
+    });
 
     let mut sorter = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
     read_change_rows(ctx, t, files, folded, &target, &mut sorter).await?;

@@ -17,14 +17,16 @@ use crate::error::{Error, Result};
 use crate::schema::apply::apply_alter;
 use crate::schema::ddl::{parse_ddl, AlterOp, Change};
 use crate::schema::history::TableVersion;
+use crate::schema::lake_names::{current_names, is_cdc, same_name};
 use crate::schema::TableSchema;
 
 /// The Arrow schema of a current table of `table`'s shape.
 pub fn current_schema(table: &TableSchema) -> SchemaRef {
     let mut fields: Vec<Field> = table
-        .column_fields(true)
+        .columns
         .iter()
-        .map(|f| f.as_ref().clone())
+        .zip(current_names(&table.columns))
+        .map(|(c, name)| Field::new(name, c.kind.arrow_type(), true))
         .collect();
     fields.push(Field::new("_seq", DataType::Int64, true));
     fields.push(Field::new(
@@ -71,6 +73,38 @@ pub fn origins(versions: &[TableVersion], from: u32, to: u32) -> Vec<Option<Stri
         }
     }
     names
+}
+
+/// The names that the columns `sources` names (their source names in
+/// version `from`, as [`origins`] gives them) have in files written under
+/// `from`: lake names in changelog files, the current-table names in a
+/// current table's own files (`current`).
+pub fn stored_names(
+    versions: &[TableVersion],
+    from: u32,
+    sources: Vec<Option<String>>,
+    current: bool,
+) -> Vec<Option<String>> {
+    let Some(v) = versions.iter().find(|v| v.schema.version == from) else {
+        return sources;
+    };
+    let columns = &v.schema.columns;
+    let names: Vec<String> = if current {
+        current_names(columns)
+    } else {
+        columns.iter().map(|c| c.lake().to_string()).collect()
+    };
+    sources
+        .into_iter()
+        .map(|s| {
+            s.map(
+                |name| match columns.iter().position(|c| same_name(&c.name, &name)) {
+                    Some(i) => names[i].clone(),
+                    None => name,
+                },
+            )
+        })
+        .collect()
 }
 
 /// `(name after, name before)` of every column of `next`, from its ALTER
@@ -137,11 +171,34 @@ fn step_origins(before: &TableSchema, next: &TableVersion) -> Vec<(String, Optio
     by_name()
 }
 
-/// The column `name` among `fields`, matched without case as MySQL does.
+/// The column `name` among `fields`: by its exact name, else matched
+/// without case as MySQL does. A file written before lake names has a
+/// column under its source name, which may differ from its lake name in
+/// case, or lack the `_` a CDC-named column takes (`_op_` is `_op` there,
+/// the first of that name: the table's columns come first).
 fn column<'a>(fields: &Fields, columns: &'a [ArrayRef], name: &str) -> Option<&'a ArrayRef> {
+    let source = name.trim_end_matches('_');
     let i = fields
         .iter()
-        .position(|f| f.name().eq_ignore_ascii_case(name))?;
+        .position(|f| f.name() == name)
+        .or_else(|| fields.iter().position(|f| same_name(f.name(), name)))
+        .or_else(|| {
+            (source.len() < name.len() && is_cdc(source))
+                .then(|| fields.iter().position(|f| same_name(f.name(), source)))
+                .flatten()
+        })?;
+    columns.get(i)
+}
+
+/// The CDC column `name` among `fields`: the last of that name, as the CDC
+/// columns follow the table's columns (a file written before lake names
+/// may have a table column of the same name).
+pub fn cdc_column<'a>(
+    fields: &Fields,
+    columns: &'a [ArrayRef],
+    name: &str,
+) -> Option<&'a ArrayRef> {
+    let i = fields.iter().rposition(|f| f.name() == name)?;
     columns.get(i)
 }
 
@@ -208,7 +265,7 @@ pub fn project_before(
     table_columns: usize,
 ) -> Result<Option<Vec<ArrayRef>>> {
     let schema = batch.schema();
-    let Some(before) = column(schema.fields(), batch.columns(), "_before") else {
+    let Some(before) = cdc_column(schema.fields(), batch.columns(), "_before") else {
         return Ok(None);
     };
     let Some(before) = before.as_any().downcast_ref::<StructArray>() else {
@@ -236,7 +293,7 @@ pub fn reshape(
     let own = batch.schema();
     for (i, name) in ["_seq", "_ts"].iter().enumerate() {
         cols.push(carry(
-            column(own.fields(), batch.columns(), name),
+            cdc_column(own.fields(), batch.columns(), name),
             target.field(n + i).data_type(),
             batch.num_rows(),
         )?);
