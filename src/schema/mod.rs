@@ -9,6 +9,7 @@ pub mod bootstrap;
 pub mod commands;
 pub mod ddl;
 pub mod history;
+pub mod reread;
 pub mod tracker;
 pub mod types;
 

@@ -83,6 +83,7 @@ fn changed_column(
         nullable: true,
         primary_key: false,
         unique: false,
+        fills_rows: false,
     };
     spec_options(&mut column, options.iter());
     AlterOp::Change {

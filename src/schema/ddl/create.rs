@@ -57,6 +57,7 @@ pub(super) fn column_spec(def: &sqlparser::ast::ColumnDef) -> ColumnSpec {
         nullable: true,
         primary_key: false,
         unique: false,
+        fills_rows: false,
     };
     spec_options(&mut spec, def.options.iter().map(|o| &o.option));
     spec
@@ -67,10 +68,17 @@ pub(super) fn spec_options<'a>(
     options: impl Iterator<Item = &'a ColumnOption>,
 ) {
     let mut collation = None;
+    let mut explicit_null = false;
     for option in options {
         match option {
             ColumnOption::NotNull => spec.nullable = false,
-            ColumnOption::Null => spec.nullable = true,
+            ColumnOption::Null => {
+                spec.nullable = true;
+                explicit_null = true;
+            }
+            ColumnOption::Default(sqlparser::ast::Expr::Value(v))
+                if matches!(v.value, sqlparser::ast::Value::Null) => {}
+            ColumnOption::Default(_) | ColumnOption::Generated { .. } => spec.fills_rows = true,
             ColumnOption::PrimaryKey(_) => {
                 spec.primary_key = true;
                 spec.nullable = false;
@@ -84,7 +92,8 @@ pub(super) fn spec_options<'a>(
                     .iter()
                     .any(|t| t.to_string().eq_ignore_ascii_case("AUTO_INCREMENT")) =>
             {
-                spec.nullable = false
+                spec.nullable = false;
+                spec.fills_rows = true;
             }
             _ => {}
         }
@@ -108,6 +117,13 @@ pub(super) fn spec_options<'a>(
         spec.mysql_type = "BIGINT UNSIGNED".into();
         spec.nullable = false;
         spec.unique = true;
+        spec.fills_rows = true;
+    }
+    // Without explicit_defaults_for_timestamp (MariaDB before 10.10, and
+    // often set so) the first TIMESTAMP column is NOT NULL DEFAULT
+    // current_timestamp(): only an explicit NULL rules that out.
+    if !explicit_null && upper.trim_start().starts_with("TIMESTAMP") {
+        spec.fills_rows = true;
     }
 }
 

@@ -228,6 +228,7 @@ fn executable_comments_are_read() {
                     nullable: true,
                     primary_key: false,
                     unique: false,
+                    fills_rows: false,
                 },
                 ColumnPosition::Last,
             )]
