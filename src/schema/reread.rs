@@ -276,7 +276,7 @@ fn name_and_length(mysql_type: &str) -> (String, Option<u64>) {
     match t.split_once('(') {
         Some((name, rest)) => {
             let len = rest
-                .split(|c: char| c == ')' || c == ',')
+                .split([')', ','])
                 .next()
                 .and_then(|n| n.trim().parse().ok());
             (name.trim().to_string(), len)

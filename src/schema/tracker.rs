@@ -547,10 +547,13 @@ impl SchemaTracker {
                 let altered = apply_alter(&base, &ops)?;
                 fx.captured = true;
                 fx.closed.push(name(&table));
+                // Only a captured table's rows are re-read (a table left
+                // out by the filter may still have a shape in the history).
                 let lands = match &altered.renamed_to {
-                    Some(to) if *to != table => self.captures(to).then(|| to.clone()),
-                    _ => Some(table.clone()),
+                    Some(to) if *to != table => to.clone(),
+                    _ => table.clone(),
                 };
+                let lands = self.captures(&lands).then_some(lands);
                 if let Some(lands) = lands {
                     let after = TableSchema {
                         database: lands.0.clone(),
