@@ -63,6 +63,19 @@ pub struct SnapshotConfig {
     /// `new_tables`: what happens to a table that enters capture after the
     /// lake began (a widened filter).
     pub new_tables: NewTables,
+    /// `after_ddl`: what follows a DDL statement whose effect on existing
+    /// rows the binlog does not carry.
+    pub after_ddl: AfterDdl,
+}
+
+/// `[snapshot] after_ddl` (DESIGN.md "DDL whose effect sluice cannot
+/// replay is re-read from the source").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterDdl {
+    /// A `truncate` marker at the statement, then a snapshot of the table.
+    Reread,
+    /// The statement changes the schema only: the lake keeps the old values.
+    Never,
 }
 
 /// `[snapshot] new_tables`: a table that a widened filter starts capturing.
@@ -347,6 +360,7 @@ struct RawSnapshot {
     chunk_rows: Option<usize>,
     method: Option<String>,
     new_tables: Option<String>,
+    after_ddl: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -530,11 +544,21 @@ fn parse_snapshot(raw: RawSnapshot) -> std::result::Result<SnapshotConfig, Strin
             ))
         }
     };
+    let after_ddl = match raw.after_ddl.as_deref() {
+        None | Some("reread") => AfterDdl::Reread,
+        Some("never") => AfterDdl::Never,
+        Some(other) => {
+            return Err(format!(
+                "snapshot.after_ddl: `{other}` is not a choice, use \"reread\" or \"never\""
+            ))
+        }
+    };
     Ok(SnapshotConfig {
         initial,
         chunk_rows,
         method,
         new_tables,
+        after_ddl,
     })
 }
 

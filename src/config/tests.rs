@@ -343,6 +343,7 @@ fn snapshot_keys_have_defaults_and_bounds() {
             chunk_rows: 20_000,
             method: SnapshotMethod::Auto,
             new_tables: NewTables::Snapshot,
+            after_ddl: AfterDdl::Reread,
         }
     );
     let snap = |body: &str| Config::parse(&format!("{MINIMAL}[snapshot]\n{body}\n"));
@@ -354,6 +355,7 @@ fn snapshot_keys_have_defaults_and_bounds() {
             chunk_rows: 7,
             method: SnapshotMethod::Consistent,
             new_tables: NewTables::Skip,
+            after_ddl: AfterDdl::Reread,
         }
     );
     let c = snap("method = \"watermark\"").unwrap();
@@ -362,12 +364,18 @@ fn snapshot_keys_have_defaults_and_bounds() {
     assert_eq!(c.snapshot.new_tables, NewTables::Skip);
     let c = snap("mode = \"never\"\nnew_tables = \"snapshot\"").unwrap();
     assert_eq!(c.snapshot.new_tables, NewTables::Snapshot);
+    let c = snap("after_ddl = \"never\"").unwrap();
+    assert_eq!(c.snapshot.after_ddl, AfterDdl::Never);
+    let c = snap("after_ddl = \"reread\"").unwrap();
+    assert_eq!(c.snapshot.after_ddl, AfterDdl::Reread);
     for (body, key) in [
         ("mode = \"sometimes\"", "snapshot.mode: "),
         ("chunk_rows = 0", "snapshot.chunk_rows: "),
         ("chunk_rows = 10000001", "snapshot.chunk_rows: "),
         ("method = \"fast\"", "snapshot.method: "),
         ("new_tables = \"always\"", "snapshot.new_tables: "),
+        ("after_ddl = \"sometimes\"", "snapshot.after_ddl: "),
+        ("after_ddl = true", "snapshot"),
         ("new_table = \"skip\"", "snapshot"),
     ] {
         let e = snap(body).unwrap_err();

@@ -8,6 +8,7 @@ mod current;
 mod events;
 mod flush;
 mod requests;
+mod reread;
 mod snapshot;
 mod start;
 mod transaction;

@@ -57,6 +57,20 @@ pub(super) struct Adoption {
     why: Arc<str>,
 }
 
+impl Adoption {
+    /// A table whose rows restart after a DDL statement: its `truncate`
+    /// marker is already at the statement's position (see `reread`).
+    pub(super) fn after_ddl(table: String, entry: TableSnapshot, why: Arc<str>) -> Self {
+        Adoption {
+            table,
+            entry,
+            marker: false,
+            replace: true,
+            why,
+        }
+    }
+}
+
 /// Adoptions not yet committed, and the requests' objects to delete.
 #[derive(Debug, Default)]
 pub(super) struct RequestState {
@@ -74,7 +88,7 @@ pub(super) struct RequestState {
 impl RequestState {
     /// Requests are read only where the reader can read: a server to read
     /// tables from, not offline replay.
-    fn enabled(config: &Config) -> bool {
+    pub(super) fn enabled(config: &Config) -> bool {
         config.source.binlog_dir.is_none()
     }
 
@@ -315,7 +329,7 @@ impl Pipeline<'_> {
 
     /// Starts the adopted tables' snapshots: markers first, then a reader
     /// for every table not done. No chunk may be waiting for its rows.
-    fn apply_adoptions(&mut self, adoptions: &[Adoption]) -> Result<()> {
+    pub(super) fn apply_adoptions(&mut self, adoptions: &[Adoption]) -> Result<()> {
         let mut changed = false;
         for a in adoptions {
             let running = self

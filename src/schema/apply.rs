@@ -210,7 +210,7 @@ pub struct Altered {
     pub unique_keys: Vec<UniqueKey>,
     pub renamed_to: Option<TableName>,
     /// The name each column had before the statement (`None`: added by it).
-    origins: Vec<Option<String>>,
+    pub origins: Vec<Option<String>>,
     /// The unique keys the statement adds, with the index of the clause
     /// that adds each: the server adds them after every column change, in
     /// statement order.

@@ -10,6 +10,7 @@ pub mod commands;
 pub mod ddl;
 pub mod history;
 pub mod lake_names;
+pub mod reread;
 pub mod tracker;
 pub mod types;
 

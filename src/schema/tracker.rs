@@ -14,6 +14,7 @@ use super::apply::{
 };
 use super::ddl::{ddl_effect, parse_ddl_on, Change, DdlEffect, ServerVersion, TableName};
 use super::history::{SchemaHistory, TableVersion};
+use super::reread::{needs_reread, ColumnStep, RereadReason};
 use super::{ColumnDef, TableSchema, UniqueKey};
 use crate::config::TableFilter;
 use crate::decode::rows::TablePlan;
@@ -67,6 +68,10 @@ pub struct DdlEffects {
     pub closed: Vec<String>,
     /// Whether the statement touched a captured table at all.
     pub captured: bool,
+    /// Tables (`db.table`, under their names after the statement) whose
+    /// existing rows the statement changed in a way the binlog does not
+    /// carry, and why.
+    pub rereads: Vec<(String, RereadReason)>,
 }
 
 pub struct SchemaTracker {
@@ -409,6 +414,14 @@ impl SchemaTracker {
         Ok(fx)
     }
 
+    /// The last DDL statement applied is followed by a re-read of its
+    /// table(s): its manifest entry says so.
+    pub fn mark_reread(&mut self) {
+        if let Some(entry) = self.ddl_log.last_mut() {
+            entry["reread"] = json!(true);
+        }
+    }
+
     fn log_ddl(
         &mut self,
         statement: &str,
@@ -532,6 +545,27 @@ impl SchemaTracker {
                 let altered = apply_alter(&base, &ops)?;
                 fx.captured = true;
                 fx.closed.push(name(&table));
+                // Only a captured table's rows are re-read (a table left
+                // out by the filter may still have a shape in the history).
+                let lands = match &altered.renamed_to {
+                    Some(to) if *to != table => to.clone(),
+                    _ => table.clone(),
+                };
+                let lands = self.captures(&lands).then_some(lands);
+                if let Some(lands) = lands {
+                    let after = TableSchema {
+                        database: lands.0.clone(),
+                        name: lands.1.clone(),
+                        version: base.version + 1,
+                        columns: altered.columns.clone(),
+                        charset: Some(altered.charset.clone()),
+                        unique_keys: altered.unique_keys.clone(),
+                    };
+                    let step = ColumnStep::of_alter(&altered.columns, &altered.origins, &ops);
+                    if let Some(why) = needs_reread(&base, &after, &step) {
+                        fx.rereads.push((name(&lands), why));
+                    }
+                }
                 match altered.renamed_to {
                     Some(to) if to != table => {
                         self.record(&table, Shape::of(&base), at, Some(statement), true)

@@ -29,6 +29,7 @@ mod harness;
 mod http;
 mod lake_names;
 mod mysql8_binlog;
+mod reread;
 mod resilience;
 mod schema_history;
 mod session_settings;

@@ -84,6 +84,7 @@ fn changed_column(
         primary_key: false,
         unique: false,
         generated: false,
+        fills_rows: false,
     };
     spec_options(&mut column, options.iter());
     AlterOp::Change {

@@ -58,6 +58,7 @@ pub(super) fn column_spec(def: &sqlparser::ast::ColumnDef) -> ColumnSpec {
         primary_key: false,
         unique: false,
         generated: false,
+        fills_rows: false,
     };
     spec_options(&mut spec, def.options.iter().map(|o| &o.option));
     spec
@@ -68,16 +69,26 @@ pub(super) fn spec_options<'a>(
     options: impl Iterator<Item = &'a ColumnOption>,
 ) {
     let mut collation = None;
+    let mut explicit_null = false;
     for option in options {
         match option {
             ColumnOption::NotNull => spec.nullable = false,
-            ColumnOption::Null => spec.nullable = true,
+            ColumnOption::Null => {
+                spec.nullable = true;
+                explicit_null = true;
+            }
+            ColumnOption::Default(sqlparser::ast::Expr::Value(v))
+                if matches!(v.value, sqlparser::ast::Value::Null) => {}
+            ColumnOption::Default(_) => spec.fills_rows = true,
             ColumnOption::PrimaryKey(_) => {
                 spec.primary_key = true;
                 spec.nullable = false;
             }
             ColumnOption::Unique(_) => spec.unique = true,
-            ColumnOption::Generated { .. } => spec.generated = true,
+            ColumnOption::Generated { .. } => {
+                spec.generated = true;
+                spec.fills_rows = true;
+            }
             ColumnOption::CharacterSet(cs) => spec.charset = Some(charset_name(&cs.to_string())),
             ColumnOption::Collation(c) => collation = Some(charset_of_collation(&c.to_string())),
             // The server makes an AUTO_INCREMENT column NOT NULL.
@@ -86,7 +97,8 @@ pub(super) fn spec_options<'a>(
                     .iter()
                     .any(|t| t.to_string().eq_ignore_ascii_case("AUTO_INCREMENT")) =>
             {
-                spec.nullable = false
+                spec.nullable = false;
+                spec.fills_rows = true;
             }
             _ => {}
         }
@@ -110,6 +122,13 @@ pub(super) fn spec_options<'a>(
         spec.mysql_type = "BIGINT UNSIGNED".into();
         spec.nullable = false;
         spec.unique = true;
+        spec.fills_rows = true;
+    }
+    // Without explicit_defaults_for_timestamp (MariaDB before 10.10, and
+    // often set so) the first TIMESTAMP column is NOT NULL DEFAULT
+    // current_timestamp(): only an explicit NULL rules that out.
+    if !explicit_null && upper.trim_start().starts_with("TIMESTAMP") {
+        spec.fills_rows = true;
     }
 }
 

@@ -46,6 +46,12 @@ pub struct ColumnSpec {
     pub unique: bool,
     /// A generated column (`AS (…)`, `GENERATED ALWAYS AS (…)`).
     pub generated: bool,
+    /// Added to a table that has rows, the column gets a value in them that
+    /// is not NULL and that no binlog row carries: a DEFAULT other than NULL,
+    /// a generated expression, AUTO_INCREMENT, or a TIMESTAMP without an
+    /// explicit NULL (the server may make it `NOT NULL DEFAULT
+    /// current_timestamp()`). NOT NULL alone is in `nullable`.
+    pub fills_rows: bool,
 }
 
 /// A UNIQUE index as a statement declares it.

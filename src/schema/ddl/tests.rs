@@ -229,6 +229,7 @@ fn executable_comments_are_read() {
                     primary_key: false,
                     unique: false,
                     generated: false,
+                    fills_rows: false,
                 },
                 ColumnPosition::Last,
             )]
