@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use object_store::ObjectStoreExt;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::start::prepared_xa;
 use super::{current, xa, Pipeline};
@@ -347,10 +347,15 @@ impl Pipeline<'_> {
             ),
             Err(e) => {
                 self.metrics.error(&e);
-                warn!(seq = m.seq, error = %e, kind = %e.kind(), "could not make the Delta commits of this manifest; the next checkpoint or start makes them");
+                if e.is_transient() {
+                    warn!(seq = m.seq, error = %e, kind = %e.kind(), "could not make the Delta commits of this manifest; the next checkpoint or start makes them");
+                } else {
+                    error!(seq = m.seq, error = %e, kind = %e.kind(), "could not make the Delta commits of this manifest; the next checkpoint or start tries again");
+                }
                 self.tables.behind = true;
             }
         }
+        self.metrics.set_delta_lags(&self.tables.lags());
     }
 }
 

@@ -225,7 +225,11 @@ pub async fn run(
             ),
             Ok(_) => {}
             Err(e) => {
-                warn!(kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
+                if e.is_transient() {
+                    warn!(kind = %e.kind(), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
+                } else {
+                    tracing::error!(kind = %e.kind(), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
+                }
                 table_logs.behind = true;
             }
         }

@@ -12,10 +12,12 @@
 //! Delta code lives in this module, so moving to the kernel touches one place.
 
 pub mod current;
+mod lag;
 mod log;
 mod rewrite;
 mod schema;
 mod stats;
+mod tombstones;
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -30,6 +32,7 @@ use crate::commit::{stored_path, DataFile, Manifest};
 use crate::error::{Error, Result};
 use crate::schema::history::SchemaHistory;
 
+pub use lag::{lake_lags, DeltaLag};
 pub use log::{TableState, APP_ID, CHECKPOINT_INTERVAL, LOG_DIR};
 
 /// The table folder `<db>/<table>` of a data file, as stored (encoded).
@@ -160,6 +163,7 @@ pub struct TableLogs {
     tables: HashMap<String, TableState>,
     /// A Delta commit failed: the next checkpoint repairs before it commits.
     pub behind: bool,
+    lag: lag::Lags,
 }
 
 /// How many times a commit version taken by someone else is re-read.
@@ -195,7 +199,26 @@ impl TableLogs {
     }
 
     /// The Delta commit of `t`'s files of `m`. False if the log has it.
+    /// Keeps the table's lag: a failure adds `m` to it, a success at `m`
+    /// clears every manifest up to it (commits go in manifest order).
     async fn commit_table(
+        &mut self,
+        store: &dyn ObjectStore,
+        m: &Manifest,
+        t: &TableFiles<'_>,
+        schemas: &SchemaVersions,
+    ) -> Result<bool> {
+        let done = self.commit_table_files(store, m, t, schemas).await;
+        match &done {
+            Ok(_) => self.lag.caught_up(&t.dir, m.seq),
+            Err(e) => self
+                .lag
+                .missed(&t.dir, &t.files[0].table, (m.seq, &m.committed_at), e),
+        }
+        done
+    }
+
+    async fn commit_table_files(
         &mut self,
         store: &dyn ObjectStore,
         m: &Manifest,
@@ -342,6 +365,11 @@ impl TableLogs {
                     checkpoint_if_due(store, &t.dir, version).await;
                     return Ok(true);
                 }
+                log::Put::Unknown(e) => {
+                    // Whether it landed, the next load of the log says.
+                    self.tables.remove(&t.dir.to_string());
+                    return Err(e);
+                }
                 log::Put::Taken => {
                     // Another try of ours that landed, or a second sidecar's
                     // repair: read the log again, the txn says which.
@@ -416,7 +444,7 @@ impl TableLogs {
             }
             let copy = rewrite::copy_conformed(store, dir, path, fields, version).await?;
             warn_lost(table_name, path, copy.lost);
-            actions.push(rewrite::remove_action(path, now));
+            actions.push(rewrite::remove_action(path, now, &copy));
             actions.push(rewrite::add_action(&copy));
             copies += 1;
         }
@@ -429,6 +457,10 @@ impl TableLogs {
                 return Err(Error::Lake(format!(
                     "Delta log of {dir}: version {version} was taken while sluice rewrote the table in a new column type; stop any other sidecar on this lake and restart"
                 )))
+            }
+            log::Put::Unknown(e) => {
+                self.tables.remove(&dir.to_string());
+                return Err(e);
             }
         }
         // The next commit reads the log again.
@@ -461,27 +493,22 @@ impl TableLogs {
                     }
                 }
                 Some(_) => {
-                    let logged = state
-                        .last_info
-                        .as_ref()
-                        .and_then(|i| Some((i["table"].as_str()?.to_string(), i["rows"].as_u64())));
-                    let behind = match logged {
-                        Some((name, rows)) => match newest.totals.get(&name) {
-                            Some(total) => rows.is_none_or(|r| r < *total),
-                            None => false,
-                        },
-                        None => false,
-                    };
-                    if behind && state.applied < newest.seq {
+                    if lag::log_lags(&state, newest) {
                         lagging.insert(dir.to_string(), state.applied);
                     }
                 }
             }
         }
+        // A table the log shows caught up (by another run, say) lags no more.
+        self.lag.keep_only(|dir| lagging.contains_key(dir));
         let Some(from) = lagging.values().min().map(|a| a + 1) else {
             self.behind = false;
             return Ok(report);
         };
+        // A table whose commit fails is skipped from then on (its later
+        // manifests count in its lag); the others go on.
+        let mut stuck: BTreeSet<String> = BTreeSet::new();
+        let mut first_error = None;
         for seq in from..=newest.seq {
             let m = if seq == newest.seq {
                 newest.clone()
@@ -495,12 +522,25 @@ impl TableLogs {
                 }
             };
             for (key, t) in by_table(&m) {
-                if lagging.get(&key).is_some_and(|applied| *applied < seq)
-                    && self.commit_table(store, &m, &t, schemas).await?
-                {
-                    report.commits += 1;
+                if !lagging.get(&key).is_some_and(|applied| *applied < seq) {
+                    continue;
+                }
+                if stuck.contains(&key) {
+                    self.lag.missed_after(&t.dir, (m.seq, &m.committed_at));
+                    continue;
+                }
+                match self.commit_table(store, &m, &t, schemas).await {
+                    Ok(true) => report.commits += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        stuck.insert(key);
+                        first_error.get_or_insert(e);
+                    }
                 }
             }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
         }
         self.behind = false;
         Ok(report)
@@ -521,11 +561,23 @@ fn commit_info(now_ms: i64, append: bool, sluice: serde_json::Value) -> serde_js
     }})
 }
 
+/// Test hook: a Delta checkpoint every this many versions instead of
+/// [`CHECKPOINT_INTERVAL`], so that tests meet checkpoints in few commits.
+pub const CHECKPOINT_INTERVAL_ENV: &str = "SLUICE_TEST_CHECKPOINT_INTERVAL";
+
+fn checkpoint_interval() -> u64 {
+    std::env::var(CHECKPOINT_INTERVAL_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(CHECKPOINT_INTERVAL)
+}
+
 /// After `version` of the table at `dir` committed: a Delta checkpoint
 /// every [`CHECKPOINT_INTERVAL`] versions. A failure is logged only (readers
 /// replay the commits instead).
 async fn checkpoint_if_due(store: &dyn ObjectStore, dir: &Path, version: u64) {
-    if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
+    if version > 0 && version % checkpoint_interval() == 0 {
         if let Err(e) = checkpoint(store, dir, version).await {
             tracing::warn!(%dir, version, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not write a Delta checkpoint; readers replay the commits instead");
         }
@@ -538,7 +590,8 @@ async fn checkpoint(store: &dyn ObjectStore, dir: &Path, version: u64) -> Result
         // A newer version exists already: its writer checkpoints.
         return Ok(());
     }
-    log::write_checkpoint(store, dir, &state, version).await
+    let now = chrono::Utc::now().timestamp_millis();
+    log::write_checkpoint(store, dir, &state, version, now).await
 }
 
 /// The table folders `<db>/<table>` of the lake (folders starting with `_`

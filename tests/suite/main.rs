@@ -20,6 +20,7 @@ mod cli;
 mod current;
 mod ddl_corpus;
 mod delta;
+mod delta_logs;
 mod differential;
 mod exactly_once;
 mod fencing;
