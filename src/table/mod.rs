@@ -298,19 +298,16 @@ impl TableLogs {
                 .is_none()
                 .then(|| table_names(&t.dir).and_then(|k| schemas.1.get(&k)))
                 .flatten();
+            let info = json!({
+                "seq": m.seq,
+                "table": table_name,
+                "committed_at": m.committed_at,
+                "cursor": m.cursor,
+                "rows": m.totals.get(&table_name),
+                "renamed_by": renamed_by,
+            });
             let mut actions = vec![
-                commit_info(
-                    now,
-                    true,
-                    json!({
-                        "seq": m.seq,
-                        "table": table_name,
-                        "committed_at": m.committed_at,
-                        "cursor": m.cursor,
-                        "rows": m.totals.get(&table_name),
-                        "renamed_by": renamed_by,
-                    }),
-                ),
+                commit_info(now, true, info.clone()),
                 json!({"txn": {"appId": APP_ID, "version": m.seq, "lastUpdated": now}}),
             ];
             // Never lower a protocol: a column's type only widens the union.
@@ -356,6 +353,9 @@ impl TableLogs {
                 log::Put::Written => {
                     state.version = Some(version);
                     state.applied = m.seq;
+                    // What a repair in this run reads to tell whether the
+                    // log lags (a stale one would hide a lagging table).
+                    state.last_info = Some(info);
                     if raise {
                         state.protocol = Some(protocol.clone());
                     }
