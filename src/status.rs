@@ -64,6 +64,11 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
     };
     // The Delta version of every table folder that has a log.
     let delta = crate::table::versions(lake.store.as_ref()).await?;
+    // Tables whose Delta log lacks some manifests' commits.
+    let delta_lag = match &manifest {
+        Some(m) => crate::table::lake_lags(&lake, m).await?,
+        None => Default::default(),
+    };
     let current = crate::table::current::current_status(&lake).await?;
     let now = chrono::Utc::now();
     // Requests in the lake: waiting for the sidecar, or adopted by a
@@ -97,6 +102,14 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
             "cursor": manifest.as_ref().map(|m| &m.cursor),
             "tables": manifest.as_ref().map(|m| m.totals.clone()).unwrap_or_default(),
             "delta_versions": delta,
+            "delta_lag": delta_lag
+                .iter()
+                .map(|(t, l)| (t.clone(), json!({
+                    "manifests": l.manifests,
+                    "since": l.since,
+                    "seconds": l.seconds(now.timestamp_millis()),
+                })))
+                .collect::<serde_json::Map<_, _>>(),
             "current_tables": current,
             "zero_dates": manifest.as_ref().map_or(0, |m| m.zero_dates),
             "server_head": server.as_ref().ok().map(|(h, _)| h),
@@ -215,6 +228,20 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         let width = delta.keys().map(|k| k.len()).max().unwrap_or(0);
         for (table, version) in &delta {
             out.push_str(&format!("  {table:<width$}  {version}\n"));
+        }
+    }
+    if !delta_lag.is_empty() {
+        out.push_str(
+            "Delta logs behind their manifests (the next run makes the missing commits):\n",
+        );
+        let width = delta_lag.keys().map(|k| k.len()).max().unwrap_or(0);
+        for (table, l) in &delta_lag {
+            out.push_str(&format!(
+                "  {table:<width$}  {} manifests missing, since {} ({} s)\n",
+                l.manifests,
+                l.since,
+                l.seconds(now.timestamp_millis())
+            ));
         }
     }
     if !current.is_empty() {

@@ -24,6 +24,7 @@ use crate::commit::{Cursor, Manifest};
 use crate::error::Error;
 use crate::snapshot::SnapshotState;
 use crate::source::BinlogPosition;
+use crate::table::DeltaLag;
 
 /// The `_op` values, in the order of [`OpCounts`].
 pub const OPS: [RowOp; 5] = [
@@ -140,6 +141,8 @@ pub struct PageState {
     pub snapshot: BTreeMap<String, SnapshotView>,
     /// Current-state table → (fold lag in seconds, when it was set, RFC 3339).
     pub current: BTreeMap<String, (f64, String)>,
+    /// Tables whose Delta log lags their manifests, by `db.table`.
+    pub delta_lag: BTreeMap<String, DeltaLag>,
     pub last_error: Option<ErrorView>,
     pub manifest_seq: Option<u64>,
     pub committed_at: Option<String>,
@@ -183,6 +186,7 @@ pub struct Metrics {
     snapshot_estimated_rows: Family<TableLabel, Gauge>,
     snapshot_state: Family<SnapshotStateLabels, Gauge>,
     fold_lag: Family<TableLabel, Gauge<f64, AtomicU64>>,
+    delta_lag: Family<TableLabel, Gauge>,
     reconnects: Counter,
     errors: Family<KindLabel, Counter>,
     zero_dates: Counter,
@@ -282,6 +286,12 @@ impl Metrics {
             Unit::Seconds,
             fold_lag.clone(),
         );
+        let delta_lag = Family::<TableLabel, Gauge>::default();
+        registry.register(
+            "delta_lag_manifests",
+            "Manifests with files of the table whose Delta commit is missing from its changelog table's log (0: the log follows the manifests)",
+            delta_lag.clone(),
+        );
         let reconnects = Counter::default();
         registry.register(
             "reconnects",
@@ -332,6 +342,7 @@ impl Metrics {
             snapshot_estimated_rows,
             snapshot_state,
             fold_lag,
+            delta_lag,
             reconnects,
             errors,
             zero_dates,
@@ -416,6 +427,30 @@ impl Metrics {
         self.page()
             .current
             .insert(table.to_string(), (lag_seconds, now_rfc3339()));
+    }
+
+    /// The tables whose Delta log lags, after the Delta commits of a
+    /// manifest (a table no longer listed has caught up: its gauge is 0).
+    pub fn set_delta_lags(&self, lags: &[DeltaLag]) {
+        let mut page = self.page();
+        for table in page.delta_lag.keys() {
+            if !lags.iter().any(|l| &l.table == table) {
+                self.delta_lag
+                    .get_or_create(&TableLabel {
+                        table: table.clone(),
+                    })
+                    .set(0);
+            }
+        }
+        page.delta_lag.clear();
+        for l in lags {
+            self.delta_lag
+                .get_or_create(&TableLabel {
+                    table: l.table.clone(),
+                })
+                .set(l.manifests as i64);
+            page.delta_lag.insert(l.table.clone(), l.clone());
+        }
     }
 
     /// A manifest committed. `file_ops` holds the `_op` counts of the files
@@ -549,10 +584,26 @@ impl Metrics {
         Ok(())
     }
 
-    /// `/readyz`: connected, and within `max_lag` (or snapshotting).
+    /// `/readyz`: connected, within `max_lag` (or snapshotting), and no
+    /// table's Delta log behind its manifests for longer than `max_lag`.
     pub fn ready(&self, max_lag: Duration) -> Result<(), String> {
         if !self.connected.load(Ordering::Relaxed) {
             return Err("not connected to the source".into());
+        }
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        if let Some(l) = self
+            .page()
+            .delta_lag
+            .values()
+            .find(|l| l.seconds(now_ms) as f64 > max_lag.as_secs_f64())
+        {
+            return Err(format!(
+                "the Delta log of {} lacks {} manifests, the oldest {} s old, above http.ready_max_lag ({:.0} s)",
+                l.table,
+                l.manifests,
+                l.seconds(now_ms),
+                max_lag.as_secs_f64()
+            ));
         }
         if self.snapshot_running.load(Ordering::Relaxed) {
             return Ok(());
@@ -689,5 +740,35 @@ mod tests {
         assert!(m.ready(max).is_ok());
         m.set_connected(false);
         assert!(m.ready(max).is_err());
+    }
+
+    #[test]
+    fn a_lagging_delta_log_shows_and_fails_ready_past_the_max_lag() {
+        let m = Metrics::new(1 << 20);
+        m.set_connected(true);
+        m.set_idle(true);
+        let max = Duration::from_secs(60);
+        let lag = |secs: i64| DeltaLag {
+            table: "shop.t".into(),
+            manifests: 3,
+            since: String::new(),
+            since_ms: chrono::Utc::now().timestamp_millis() - secs * 1000,
+            error: "lake: no".into(),
+        };
+        m.set_delta_lags(&[lag(5)]);
+        assert!(m.ready(max).is_ok(), "a young lag is ready");
+        assert!(m
+            .encode()
+            .unwrap()
+            .contains("sluice_delta_lag_manifests{table=\"shop.t\"} 3"));
+        m.set_delta_lags(&[lag(600)]);
+        let e = m.ready(max).unwrap_err();
+        assert!(e.contains("Delta log of shop.t lacks 3 manifests"), "{e}");
+        m.set_delta_lags(&[]);
+        assert!(m.ready(max).is_ok());
+        assert!(m
+            .encode()
+            .unwrap()
+            .contains("sluice_delta_lag_manifests{table=\"shop.t\"} 0"));
     }
 }

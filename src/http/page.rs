@@ -195,6 +195,29 @@ progress{{width:16em}}
         out.push_str("</table>\n");
     }
 
+    out.push_str("<h2>Delta logs</h2>\n");
+    if page.delta_lag.is_empty() {
+        out.push_str(
+            "<p class=\"good\" id=\"delta-lag-none\">every changelog table's Delta log follows the manifests</p>\n",
+        );
+    } else {
+        out.push_str(
+            "<table id=\"delta-lag\"><tr><th>table</th><th>manifests missing</th><th>behind since</th><th>last error</th></tr>\n",
+        );
+        for (name, l) in &page.delta_lag {
+            writeln!(
+                out,
+                r#"<tr data-table="{name}"><td>{name}</td><td class="bad">{n}</td><td>{since} ({age} s)</td><td>{error}</td></tr>"#,
+                n = l.manifests,
+                since = escape(&l.since),
+                age = l.seconds(now * 1000),
+                error = escape(&l.error),
+                name = escape(name)
+            )?;
+        }
+        out.push_str("</table>\n");
+    }
+
     out.push_str("<h2>Last error</h2>\n");
     match &page.last_error {
         None => out.push_str("<p id=\"last-error\" class=\"muted\">none</p>\n"),
@@ -301,6 +324,16 @@ mod tests {
             lag_seconds: Some(1.0),
             rows_per_second: 20.0,
         });
+        page.delta_lag.insert(
+            "shop.t".into(),
+            crate::table::DeltaLag {
+                table: "shop.t".into(),
+                manifests: 4,
+                since: "2026-01-01T00:00:00Z".into(),
+                since_ms: (now - 90) * 1000,
+                error: "lake: <denied>".into(),
+            },
+        );
         let mut out = String::new();
         write_page(
             &mut out,
@@ -320,6 +353,10 @@ mod tests {
         assert!(out.contains(r#"<td class="lake-rows">8</td><td class="op-insert">5</td><td class="op-update">2</td><td class="op-delete">1</td>"#), "{out}");
         assert!(out.contains(r#"<progress value="40" max="100">"#), "{out}");
         assert!(out.contains("source connection: reset"), "{out}");
+        assert!(
+            out.contains(r#"<td class="bad">4</td><td>2026-01-01T00:00:00Z (90 s)</td><td>lake: &lt;denied&gt;</td>"#),
+            "{out}"
+        );
         assert!(out.contains(r#"<meta http-equiv="refresh""#));
         // The throughput chart's newest point is at its maximum: top of the chart.
         assert!(out.contains("718.0,16.0\"/>"), "{out}");

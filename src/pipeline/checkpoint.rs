@@ -356,6 +356,7 @@ impl Pipeline<'_> {
                 self.tables.behind = true;
             }
         }
+        self.metrics.set_delta_lags(&self.tables.lags());
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use object_store::ObjectStore;
 use tokio::task::JoinHandle;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::commit::Manifest;
 use crate::config::{Config, CurrentConfig};
@@ -249,12 +249,16 @@ fn log_outcome(done: Option<Outcome>) -> bool {
             "current tables folded"
         ),
         Some(Ok(Ok(_))) => {}
-        Some(Ok(Err(e))) => {
+        Some(Ok(Err(e))) if e.is_transient() => {
             warn!(error = %e, kind = e.kind().as_str(), "current table fold failed; the previous versions stay, the next fold redoes it");
             return false;
         }
+        Some(Ok(Err(e))) => {
+            error!(error = %e, kind = e.kind().as_str(), "current table fold failed; the previous versions stay, the next fold tries again");
+            return false;
+        }
         Some(Err(e)) => {
-            warn!(error = %e, kind = "definite", "current table fold task failed");
+            error!(error = %e, kind = "definite", "current table fold task failed");
             return false;
         }
     }

@@ -14,6 +14,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde_json::{json, Value};
 
+use super::tombstones;
 use crate::error::{Error, Result};
 
 pub const LOG_DIR: &str = "_delta_log";
@@ -60,6 +61,9 @@ pub struct TableState {
     pub last_info: Option<Value>,
     /// Live `add` actions by path (only when loaded with files).
     pub files: BTreeMap<String, Value>,
+    /// `remove` actions of files no later `add` brought back, by path (only
+    /// when loaded with files): the tombstones a checkpoint carries on.
+    pub tombstones: BTreeMap<String, Value>,
     /// Every `txn` action by `appId`.
     pub txns: BTreeMap<String, Value>,
 }
@@ -73,12 +77,14 @@ impl TableState {
             match kind.as_str() {
                 "add" if with_files => {
                     if let Some(p) = body.get("path").and_then(Value::as_str) {
+                        self.tombstones.remove(p);
                         self.files.insert(p.to_string(), body.clone());
                     }
                 }
                 "remove" if with_files => {
                     if let Some(p) = body.get("path").and_then(Value::as_str) {
                         self.files.remove(p);
+                        self.tombstones.insert(p.to_string(), body.clone());
                     }
                 }
                 "protocol" => self.protocol = Some(body.clone()),
@@ -180,11 +186,19 @@ pub fn parse_commit(body: &[u8]) -> std::result::Result<Vec<Value>, String> {
 /// What a put-if-absent of a commit file found.
 pub enum Put {
     Written,
-    /// The version exists already (another try of ours, or another writer).
+    /// The version holds another commit (another writer's, or an earlier
+    /// try of ours with other content).
     Taken,
+    /// The store's answer was lost and the version could not be read back:
+    /// it may hold this commit. Nothing it names may be deleted; the next
+    /// load of the log says.
+    Unknown(Error),
 }
 
-/// Writes commit `version` put-if-absent: one action per line.
+/// Writes commit `version` put-if-absent: one action per line. An
+/// uncertain answer (a timeout, a lost connection, "already exists" on a
+/// resend of a request that landed) is settled by reading the version
+/// back: the same bytes are this commit, written.
 pub async fn put_commit(
     store: &dyn ObjectStore,
     table: &Path,
@@ -200,13 +214,38 @@ pub async fn put_commit(
         mode: PutMode::Create,
         ..Default::default()
     };
-    match store
-        .put_opts(&commit_path(table, version), PutPayload::from(body), opts)
-        .await
-    {
-        Ok(_) => Ok(Put::Written),
-        Err(object_store::Error::AlreadyExists { .. }) => Ok(Put::Taken),
-        Err(e) => Err(e.into()),
+    let path = commit_path(table, version);
+    let answer = store
+        .put_opts(&path, PutPayload::from(body.clone()), opts)
+        .await;
+    let failed = match answer {
+        Ok(_) => return Ok(Put::Written),
+        Err(e) => e,
+    };
+    let exists = matches!(failed, object_store::Error::AlreadyExists { .. });
+    let read_back = match store.get(&path).await {
+        Ok(got) => got.bytes().await.map(Some),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    };
+    match read_back {
+        Ok(Some(found)) if found.as_ref() == body.as_bytes() => {
+            if !exists {
+                tracing::info!(%table, version, error = %failed, "the Delta commit got no answer, but the version holds it: committed");
+            }
+            Ok(Put::Written)
+        }
+        Ok(Some(_)) => Ok(Put::Taken),
+        // Not there: the put did not happen (a definite failure).
+        Ok(None) if !exists => Err(failed.into()),
+        Ok(None) => Ok(Put::Unknown(unreadable(
+            table,
+            format!("version {version} exists for the store but cannot be read"),
+        ))),
+        Err(read) => {
+            tracing::warn!(%table, version, error = %failed, read_back = %read, "the Delta commit got no answer and the version cannot be read back: it may have landed");
+            Ok(Put::Unknown(failed.into()))
+        }
     }
 }
 
@@ -263,6 +302,9 @@ fn checkpoint_schema() -> Schema {
                 f("path", DataType::Utf8),
                 f("deletionTimestamp", DataType::Int64),
                 f("dataChange", DataType::Boolean),
+                f("extendedFileMetadata", DataType::Boolean),
+                f("partitionValues", string_map()),
+                f("size", DataType::Int64),
             ],
         ),
         nullable_struct(
@@ -311,14 +353,16 @@ fn read_checkpoint(bytes: Bytes) -> std::result::Result<Vec<Value>, String> {
 }
 
 /// Writes the checkpoint of `version` (the state of the log at it: protocol,
-/// metaData, every txn, every live file), then points `_last_checkpoint`
-/// at it. Both are plain overwrites: a checkpoint of a version has one
-/// content, whoever writes it.
+/// metaData, every txn, every live file, the tombstones younger than the
+/// table's retention as of `now_ms`), then points `_last_checkpoint` at it.
+/// Both are plain overwrites: a checkpoint of a version holds the same
+/// files whoever writes it.
 pub async fn write_checkpoint(
     store: &dyn ObjectStore,
     table: &Path,
     state: &TableState,
     version: u64,
+    now_ms: i64,
 ) -> Result<()> {
     let mut rows: Vec<Value> = Vec::new();
     if let Some(p) = &state.protocol {
@@ -341,6 +385,30 @@ pub async fn write_checkpoint(
             "tags": a.get("tags").cloned().unwrap_or(Value::Null),
         }})
     }));
+    let retention = match tombstones::retention_ms(state.metadata.as_ref()) {
+        Ok(ms) => Some(ms),
+        Err(e) => {
+            // Keeping every tombstone only makes the checkpoint larger;
+            // dropping recent ones would let VACUUM delete live history.
+            tracing::warn!(%table, version, error = %e, "the Delta checkpoint keeps every remove tombstone");
+            None
+        }
+    };
+    rows.extend(
+        tombstones::kept(state.tombstones.values(), now_ms, retention)
+            .into_iter()
+            .map(|r| {
+                json!({"remove": {
+                    "path": r["path"],
+                    "deletionTimestamp": r.get("deletionTimestamp").cloned().unwrap_or(Value::Null),
+                    // As Spark writes them: a checkpoint changes no data.
+                    "dataChange": false,
+                    "extendedFileMetadata": r.get("extendedFileMetadata").cloned().unwrap_or(Value::Null),
+                    "partitionValues": r.get("partitionValues").cloned().unwrap_or(Value::Null),
+                    "size": r.get("size").cloned().unwrap_or(Value::Null),
+                }})
+            }),
+    );
     let schema = Arc::new(checkpoint_schema());
     let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
         .build_decoder()
@@ -399,7 +467,9 @@ mod tests {
             Put::Written
         ));
         assert!(matches!(
-            put_commit(store.as_ref(), &table, 0, &first).await.unwrap(),
+            put_commit(store.as_ref(), &table, 0, &first[1..])
+                .await
+                .unwrap(),
             Put::Taken
         ));
         let second = vec![
@@ -415,7 +485,7 @@ mod tests {
         assert_eq!(state.files.len(), 3);
         assert_eq!(state.last_info, Some(json!({"seq": 1})));
 
-        write_checkpoint(store.as_ref(), &table, &state, 1)
+        write_checkpoint(store.as_ref(), &table, &state, 1, 0)
             .await
             .unwrap();
         let again = load(store.as_ref(), &table, true).await.unwrap();
@@ -447,5 +517,82 @@ mod tests {
             err.to_string(),
             "lake: Delta log of db/t: commit 3 is missing (the log has 4)"
         );
+    }
+
+    #[tokio::test]
+    async fn a_checkpoint_carries_the_recent_tombstones() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::sink::open_local(dir.path()).unwrap();
+        let table = Path::from("db/t");
+        let now: i64 = 100 * 86_400_000;
+        let add = |p: &str| {
+            json!({"add": {"path": p, "partitionValues": {}, "size": 1,
+                   "modificationTime": 1, "dataChange": true}})
+        };
+        let remove = |p: &str, at: i64| {
+            json!({"remove": {"path": p, "deletionTimestamp": at, "dataChange": true,
+                              "extendedFileMetadata": true, "partitionValues": {}, "size": 1}})
+        };
+        let md = json!({"metaData": {"id": "abc", "format": {"provider": "parquet", "options": {}},
+                        "schemaString": "{}", "partitionColumns": [],
+                        "configuration": {"delta.deletedFileRetentionDuration": "interval 2 days"},
+                        "createdTime": 7}});
+        put_commit(
+            store.as_ref(),
+            &table,
+            0,
+            &[md, add("a"), add("b"), add("c"), add("d")],
+        )
+        .await
+        .unwrap();
+        let day = 86_400_000;
+        put_commit(
+            store.as_ref(),
+            &table,
+            1,
+            &[
+                remove("a", now - 3 * day),
+                remove("b", now - day),
+                remove("c", now - 1),
+                // Removed, then added again: live, no tombstone.
+                remove("d", now - 1),
+                add("d"),
+            ],
+        )
+        .await
+        .unwrap();
+        let state = load(store.as_ref(), &table, true).await.unwrap();
+        assert_eq!(state.files.keys().collect::<Vec<_>>(), ["d"]);
+        assert_eq!(state.tombstones.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+        write_checkpoint(store.as_ref(), &table, &state, 1, now)
+            .await
+            .unwrap();
+        let again = load(store.as_ref(), &table, true).await.unwrap();
+        assert_eq!(again.files.keys().collect::<Vec<_>>(), ["d"]);
+        assert_eq!(again.tombstones.keys().collect::<Vec<_>>(), ["b", "c"]);
+        assert_eq!(again.tombstones["b"]["deletionTimestamp"], now - day);
+        assert_eq!(again.tombstones["b"]["dataChange"], false);
+        assert_eq!(again.tombstones["b"]["size"], 1);
+    }
+
+    #[tokio::test]
+    async fn a_commit_read_back_as_ours_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::sink::open_local(dir.path()).unwrap();
+        let table = Path::from("db/t");
+        let ours = [json!({"txn": {"appId": APP_ID, "version": 3, "lastUpdated": 5}})];
+        put_commit(store.as_ref(), &table, 0, &ours).await.unwrap();
+        // "Already exists" for the same bytes: a resend of a put that landed.
+        assert!(matches!(
+            put_commit(store.as_ref(), &table, 0, &ours).await.unwrap(),
+            Put::Written
+        ));
+        let theirs = [json!({"txn": {"appId": APP_ID, "version": 4, "lastUpdated": 5}})];
+        assert!(matches!(
+            put_commit(store.as_ref(), &table, 0, &theirs)
+                .await
+                .unwrap(),
+            Put::Taken
+        ));
     }
 }

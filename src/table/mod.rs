@@ -12,11 +12,13 @@
 //! Delta code lives in this module, so moving to the kernel touches one place.
 
 pub mod current;
+mod lag;
 mod legacy_names;
 mod log;
 mod rewrite;
 mod schema;
 mod stats;
+mod tombstones;
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -32,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::schema::history::SchemaHistory;
 use legacy_names::LakeNames;
 
+pub use lag::{lake_lags, DeltaLag};
 pub use log::{TableState, APP_ID, CHECKPOINT_INTERVAL, LOG_DIR};
 
 /// The table folder `<db>/<table>` of a data file, as stored (encoded).
@@ -167,6 +170,7 @@ pub struct TableLogs {
     tables: HashMap<String, TableState>,
     /// A Delta commit failed: the next checkpoint repairs before it commits.
     pub behind: bool,
+    lag: lag::Lags,
 }
 
 /// How many times a commit version taken by someone else is re-read.
@@ -207,7 +211,26 @@ impl TableLogs {
     }
 
     /// The Delta commit of `t`'s files of `m`. False if the log has it.
+    /// Keeps the table's lag: a failure adds `m` to it, a success at `m`
+    /// clears every manifest up to it (commits go in manifest order).
     async fn commit_table(
+        &mut self,
+        store: &dyn ObjectStore,
+        m: &Manifest,
+        t: &TableFiles<'_>,
+        schemas: &SchemaVersions,
+    ) -> Result<bool> {
+        let done = self.commit_table_files(store, m, t, schemas).await;
+        match &done {
+            Ok(_) => self.lag.caught_up(&t.dir, m.seq),
+            Err(e) => self
+                .lag
+                .missed(&t.dir, &t.files[0].table, (m.seq, &m.committed_at), e),
+        }
+        done
+    }
+
+    async fn commit_table_files(
         &mut self,
         store: &dyn ObjectStore,
         m: &Manifest,
@@ -300,19 +323,16 @@ impl TableLogs {
                 .is_none()
                 .then(|| table_names(&t.dir).and_then(|k| schemas.1.get(&k)))
                 .flatten();
+            let info = json!({
+                "seq": m.seq,
+                "table": table_name,
+                "committed_at": m.committed_at,
+                "cursor": m.cursor,
+                "rows": m.totals.get(&table_name),
+                "renamed_by": renamed_by,
+            });
             let mut actions = vec![
-                commit_info(
-                    now,
-                    true,
-                    json!({
-                        "seq": m.seq,
-                        "table": table_name,
-                        "committed_at": m.committed_at,
-                        "cursor": m.cursor,
-                        "rows": m.totals.get(&table_name),
-                        "renamed_by": renamed_by,
-                    }),
-                ),
+                commit_info(now, true, info.clone()),
                 json!({"txn": {"appId": APP_ID, "version": m.seq, "lastUpdated": now}}),
             ];
             // Never lower a protocol: a column's type only widens the union.
@@ -358,6 +378,9 @@ impl TableLogs {
                 log::Put::Written => {
                     state.version = Some(version);
                     state.applied = m.seq;
+                    // What a repair in this run reads to tell whether the
+                    // log lags (a stale one would hide a lagging table).
+                    state.last_info = Some(info);
                     if raise {
                         state.protocol = Some(protocol.clone());
                     }
@@ -366,6 +389,11 @@ impl TableLogs {
                     }
                     checkpoint_if_due(store, &t.dir, version).await;
                     return Ok(true);
+                }
+                log::Put::Unknown(e) => {
+                    // Whether it landed, the next load of the log says.
+                    self.tables.remove(&t.dir.to_string());
+                    return Err(e);
                 }
                 log::Put::Taken => {
                     // Another try of ours that landed, or a second sidecar's
@@ -454,7 +482,7 @@ impl TableLogs {
             }
             let copy = rewrite::copy_conformed(store, dir, path, fields, version, names).await?;
             warn_lost(table_name, path, copy.lost);
-            actions.push(rewrite::remove_action(path, now));
+            actions.push(rewrite::remove_action(path, now, &copy));
             actions.push(rewrite::add_action(&copy));
             copies += 1;
         }
@@ -467,6 +495,10 @@ impl TableLogs {
                 return Err(Error::Lake(format!(
                     "Delta log of {dir}: version {version} was taken while sluice rewrote the table in a new column type; stop any other sidecar on this lake and restart"
                 )))
+            }
+            log::Put::Unknown(e) => {
+                self.tables.remove(&dir.to_string());
+                return Err(e);
             }
         }
         // The next commit reads the log again.
@@ -556,27 +588,21 @@ impl TableLogs {
                     }
                 }
                 Some(_) => {
-                    let logged = state
-                        .last_info
-                        .as_ref()
-                        .and_then(|i| Some((i["table"].as_str()?.to_string(), i["rows"].as_u64())));
-                    let behind = match logged {
-                        Some((name, rows)) => match newest.totals.get(&name) {
-                            Some(total) => rows.is_none_or(|r| r < *total),
-                            None => false,
-                        },
-                        None => false,
-                    };
-                    if behind && state.applied < newest.seq {
+                    if lag::log_lags(&state, newest) {
                         lagging.insert(dir.to_string(), state.applied);
                     }
                 }
             }
         }
+        // A table the log shows caught up (by another run, say) lags no more.
+        self.lag.keep_only(|dir| lagging.contains_key(dir));
         let Some(from) = lagging.values().min().map(|a| a + 1) else {
             self.behind = !failed.is_empty();
             return first_failure(newest.seq, failed).map_or(Ok(report), Err);
         };
+        // A table whose commit fails is skipped from then on (its later
+        // manifests count in its lag); the others go on.
+        let mut stuck: BTreeSet<String> = BTreeSet::new();
         for seq in from..=newest.seq {
             let m = if seq == newest.seq {
                 newest.clone()
@@ -590,16 +616,20 @@ impl TableLogs {
                 }
             };
             for (key, t) in by_table(&m) {
-                if lagging.get(&key).is_none_or(|applied| *applied >= seq) {
+                if !lagging.get(&key).is_some_and(|applied| *applied < seq) {
+                    continue;
+                }
+                if stuck.contains(&key) {
+                    self.lag.missed_after(&t.dir, (m.seq, &m.committed_at));
                     continue;
                 }
                 match self.commit_table(store, &m, &t, schemas).await {
                     Ok(true) => report.commits += 1,
                     Ok(false) => {}
                     Err(e) => {
-                        // Its later manifests wait for this one; the other
-                        // tables go on.
-                        lagging.remove(&key);
+                        // Its later manifests wait for this one (they
+                        // count in its lag); the other tables go on.
+                        stuck.insert(key);
                         failed.push((t.files[0].table.clone(), e));
                     }
                 }
@@ -638,11 +668,23 @@ fn commit_info(now_ms: i64, append: bool, sluice: serde_json::Value) -> serde_js
     }})
 }
 
+/// Test hook: a Delta checkpoint every this many versions instead of
+/// [`CHECKPOINT_INTERVAL`], so that tests meet checkpoints in few commits.
+pub const CHECKPOINT_INTERVAL_ENV: &str = "SLUICE_TEST_CHECKPOINT_INTERVAL";
+
+fn checkpoint_interval() -> u64 {
+    std::env::var(CHECKPOINT_INTERVAL_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(CHECKPOINT_INTERVAL)
+}
+
 /// After `version` of the table at `dir` committed: a Delta checkpoint
 /// every [`CHECKPOINT_INTERVAL`] versions. A failure is logged only (readers
 /// replay the commits instead).
 async fn checkpoint_if_due(store: &dyn ObjectStore, dir: &Path, version: u64) {
-    if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
+    if version > 0 && version % checkpoint_interval() == 0 {
         if let Err(e) = checkpoint(store, dir, version).await {
             tracing::warn!(%dir, version, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not write a Delta checkpoint; readers replay the commits instead");
         }
@@ -655,7 +697,8 @@ async fn checkpoint(store: &dyn ObjectStore, dir: &Path, version: u64) -> Result
         // A newer version exists already: its writer checkpoints.
         return Ok(());
     }
-    log::write_checkpoint(store, dir, &state, version).await
+    let now = chrono::Utc::now().timestamp_millis();
+    log::write_checkpoint(store, dir, &state, version, now).await
 }
 
 /// The table folders `<db>/<table>` of the lake (folders starting with `_`

@@ -81,22 +81,28 @@ fn struct_types_differ(old: &Value, new: &Value) -> bool {
     })
 }
 
-/// `batch` with every column in the union's type; the number of values
-/// that the new types cannot hold (now null).
-pub fn conform(batch: &RecordBatch, union: &[Field]) -> Result<(RecordBatch, usize)> {
+/// `batch` with every column in the union's type, how many values the new
+/// types cannot hold (now null), and whether any value changed (lost, or
+/// cast to another value: DECIMAL 2.50 to INT is 2).
+pub fn conform(batch: &RecordBatch, union: &[Field]) -> Result<(RecordBatch, usize, bool)> {
     let mut lost = 0;
+    let mut changed = false;
     let mut fields = Vec::with_capacity(batch.num_columns());
     let mut columns = Vec::with_capacity(batch.num_columns());
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
         let (f, c) = match union.iter().find(|u| u.name() == field.name()) {
-            Some(u) => conform_column(field, column, u.data_type(), &mut lost)?,
+            Some(u) => conform_column(field, column, u.data_type(), &mut lost, &mut changed)?,
             None => (field.as_ref().clone(), column.clone()),
         };
         fields.push(f);
         columns.push(c);
     }
     let schema = Schema::new(fields).with_metadata(batch.schema().metadata().clone());
-    Ok((RecordBatch::try_new(Arc::new(schema), columns)?, lost))
+    Ok((
+        RecordBatch::try_new(Arc::new(schema), columns)?,
+        lost,
+        changed || lost > 0,
+    ))
 }
 
 fn conform_column(
@@ -104,6 +110,7 @@ fn conform_column(
     column: &ArrayRef,
     to: &DataType,
     lost: &mut usize,
+    changed: &mut bool,
 ) -> Result<(Field, ArrayRef)> {
     if !type_conflicts(field.data_type(), to) {
         return Ok((field.clone(), column.clone()));
@@ -119,7 +126,7 @@ fn conform_column(
         let mut children = Vec::with_capacity(inner.len());
         for (f, c) in inner.iter().zip(s.columns()) {
             let (f, c) = match to_inner.iter().find(|u| u.name() == f.name()) {
-                Some(u) => conform_column(f, c, u.data_type(), lost)?,
+                Some(u) => conform_column(f, c, u.data_type(), lost, changed)?,
                 None => (f.as_ref().clone(), c.clone()),
             };
             fields.push(f);
@@ -145,6 +152,12 @@ fn conform_column(
             c
         }
     };
+    if !*changed {
+        // A cast keeps every value when casting back gives the column again
+        // (DECIMAL(8,2) to DECIMAL(12,4), FLOAT to DOUBLE, 7 to "7").
+        *changed = cast_with_options(&cast, field.data_type(), &CastOptions::default())
+            .map_or(true, |back| back.to_data() != column.to_data());
+    }
     Ok((Field::new(field.name(), to.clone(), true), cast))
 }
 
@@ -155,6 +168,9 @@ pub struct Copy {
     pub facts: FileFacts,
     /// Values the new types could not hold (null in the copy).
     pub lost: usize,
+    /// Some value differs from the original's (`lost`, or cast to another
+    /// value): the copy's commit is a data change.
+    pub changed: bool,
 }
 
 /// Copies the table file `rel` (relative to `dir`) to
@@ -172,17 +188,18 @@ pub async fn copy_conformed(
     let bytes = store.get(&src).await?.bytes().await?;
     let union = union.to_vec();
     let names = names.cloned();
-    let (encoded, lost) = tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, usize)> {
-        let mut batch = sink::decode_parquet(bytes)?;
-        // A file of a release before lake names: its columns renamed first.
-        if let Some(lake) = names.as_ref().and_then(|n| n.renames(&batch.schema())) {
-            batch = renamed_batch(batch, &lake)?;
-        }
-        let (batch, lost) = conform(&batch, &union)?;
-        Ok((sink::encode_parquet(&batch)?, lost))
-    })
-    .await
-    .map_err(|e| Error::Lake(format!("rewriting {src}: {e}")))??;
+    let (encoded, lost, changed) =
+        tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, usize, bool)> {
+            let mut batch = sink::decode_parquet(bytes)?;
+            // A file of a release before lake names: its columns renamed first.
+            if let Some(lake) = names.as_ref().and_then(|n| n.renames(&batch.schema())) {
+                batch = renamed_batch(batch, &lake)?;
+            }
+            let (batch, lost, changed) = conform(&batch, &union)?;
+            Ok((sink::encode_parquet(&batch)?, lost, changed))
+        })
+        .await
+        .map_err(|e| Error::Lake(format!("rewriting {src}: {e}")))??;
     let name = rel.rsplit('/').next().unwrap_or(rel);
     let name = name.strip_prefix('v').map_or(name, |n| {
         // A copy of a copy: drop the earlier version prefix.
@@ -201,26 +218,33 @@ pub async fn copy_conformed(
     )
     .await?;
     let facts = stats::file_facts(store, &dest).await?;
-    Ok(Copy { path, facts, lost })
+    Ok(Copy {
+        path,
+        facts,
+        lost,
+        changed,
+    })
 }
 
-/// The `remove` of a file the copies replace.
-pub fn remove_action(path: &str, now_ms: i64) -> Value {
+/// The `remove` of a file a copy replaces: a data change when the copy's
+/// values differ (a stream reading the table must see them change).
+pub fn remove_action(path: &str, now_ms: i64, copy: &Copy) -> Value {
     json!({"remove": {
         "path": path,
         "deletionTimestamp": now_ms,
-        "dataChange": false,
+        "dataChange": copy.changed,
     }})
 }
 
-/// The `add` of a copy: no data change (the same rows in another type).
+/// The `add` of a copy: no data change when it holds the same values in
+/// another type.
 pub fn add_action(copy: &Copy) -> Value {
     json!({"add": {
         "path": copy.path,
         "partitionValues": {},
         "size": copy.facts.size,
         "modificationTime": copy.facts.modified_ms,
-        "dataChange": false,
+        "dataChange": copy.changed,
         "stats": copy.facts.stats.to_string(),
     }})
 }
@@ -296,8 +320,9 @@ mod tests {
     fn old_files_conflict_and_are_cast_exactly() {
         let batch = old_batch();
         assert!(conflicts(&batch.schema(), &union()));
-        let (copy, lost) = conform(&batch, &union()).unwrap();
+        let (copy, lost, changed) = conform(&batch, &union()).unwrap();
         assert_eq!(lost, 0);
+        assert!(!changed, "every value is kept");
         assert!(!conflicts(&copy.schema(), &union()));
         let price = copy
             .column(1)
@@ -332,8 +357,9 @@ mod tests {
     #[test]
     fn a_value_the_new_type_cannot_hold_becomes_null_and_is_counted() {
         let narrow = vec![Field::new("price", DataType::Decimal128(6, 2), true)];
-        let (copy, lost) = conform(&old_batch(), &narrow).unwrap();
+        let (copy, lost, changed) = conform(&old_batch(), &narrow).unwrap();
         assert_eq!(lost, 1, "-999999.99 does not fit DECIMAL(6,2)");
+        assert!(changed);
         let price = copy
             .column(1)
             .as_any()
@@ -341,6 +367,36 @@ mod tests {
             .unwrap();
         assert!(price.is_null(0));
         assert_eq!(price.value_as_string(1), "0.01");
+    }
+
+    #[test]
+    fn a_cast_to_other_values_is_a_change_without_a_loss() {
+        // DECIMAL(8,2) to INT: 2.50 is 2, nothing null.
+        let to_int = vec![Field::new("price", DataType::Int64, true)];
+        let schema = Schema::new(vec![Field::new("price", DataType::Decimal128(8, 2), true)]);
+        let batch = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![Arc::new(
+                Decimal128Array::from(vec![Some(250), Some(-300), None])
+                    .with_precision_and_scale(8, 2)
+                    .unwrap(),
+            )],
+        )
+        .unwrap();
+        let (_, lost, changed) = conform(&batch, &to_int).unwrap();
+        assert_eq!(lost, 0);
+        assert!(changed, "2.50 became 2");
+        // Whole values stay whole: no change.
+        let whole = RecordBatch::try_new(
+            batch.schema(),
+            vec![Arc::new(
+                Decimal128Array::from(vec![Some(200), None])
+                    .with_precision_and_scale(8, 2)
+                    .unwrap(),
+            )],
+        )
+        .unwrap();
+        assert!(!conform(&whole, &to_int).unwrap().2);
     }
 
     #[test]

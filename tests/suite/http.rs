@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::common::*;
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -23,7 +23,7 @@ fn free_port() -> u16 {
 }
 
 /// `GET path` on 127.0.0.1:port: (status, body), or None when nothing listens.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
+pub(crate) fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     write!(
@@ -43,7 +43,7 @@ fn status_of(port: u16, path: &str) -> Option<u16> {
 }
 
 /// The samples of a Prometheus text exposition: `name{labels}` → value.
-fn samples(text: &str) -> BTreeMap<String, f64> {
+pub(crate) fn samples(text: &str) -> BTreeMap<String, f64> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .filter_map(|l| {

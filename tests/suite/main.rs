@@ -21,6 +21,7 @@ mod compressed;
 mod current;
 mod ddl_corpus;
 mod delta;
+mod delta_logs;
 mod differential;
 mod exactly_once;
 mod fencing;

@@ -788,11 +788,15 @@ pub(super) async fn fold_table(
     }
     actions.extend(adds);
     let version = state.version.map_or(0, |v| v + 1);
-    if let Err(e) = commit(ctx, &dir, version, actions).await {
-        for p in written.iter().chain(&copied) {
-            let _ = ctx.store.delete(p).await;
+    if let Err(u) = commit(ctx, &dir, version, actions).await {
+        // Only a commit known not to be in the log frees its files: after an
+        // answer that was lost, the version may name them.
+        if !u.may_have_landed {
+            for p in written.iter().chain(&copied) {
+                let _ = ctx.store.delete(p).await;
+            }
         }
-        return Err(e);
+        return Err(u.error);
     }
     // Copies that were rewritten are in no version.
     for p in &copied {

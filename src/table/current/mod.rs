@@ -249,8 +249,12 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         let state = states.remove(&name).unwrap_or_default();
         match fold_table(&ctx, t, state, files, seed, None).await {
             Ok(r) => report.add(r),
-            Err(e) => {
+            Err(e) if e.is_transient() => {
                 tracing::warn!(table = %name, error = %e, "current table fold failed; the previous version stays, the next fold redoes it");
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                tracing::error!(table = %name, error = %e, kind = "definite", "current table fold failed; the previous version stays, the next fold tries again");
                 first_error.get_or_insert(e);
             }
         }
@@ -431,7 +435,9 @@ async fn end_table(ctx: &Ctx<'_>, t: &FoldTable) -> Result<FoldReport> {
         report.bytes_removed += add["size"].as_u64().unwrap_or(0);
         actions.push(remove_action(path, add));
     }
-    commit(ctx, &dir, version + 1, actions).await?;
+    commit(ctx, &dir, version + 1, actions)
+        .await
+        .map_err(|u| u.error)?;
     report.commits = 1;
     Ok(report)
 }
@@ -465,13 +471,43 @@ fn remove_action(path: &str, add: &Value) -> Value {
     }})
 }
 
-async fn commit(ctx: &Ctx<'_>, dir: &Path, version: u64, actions: Vec<Value>) -> Result<()> {
+/// A fold's commit that did not happen, or may have.
+pub(super) struct Uncommitted {
+    pub error: Error,
+    /// The store's answer was lost and the version could not be read
+    /// back: it may name this fold's files, so none may be deleted (the
+    /// next fold reads the log and knows).
+    pub may_have_landed: bool,
+}
+
+impl From<Error> for Uncommitted {
+    fn from(error: Error) -> Self {
+        Uncommitted {
+            error,
+            may_have_landed: false,
+        }
+    }
+}
+
+async fn commit(
+    ctx: &Ctx<'_>,
+    dir: &Path,
+    version: u64,
+    actions: Vec<Value>,
+) -> std::result::Result<(), Uncommitted> {
     match log::put_commit(ctx.store.as_ref(), dir, version, &actions).await? {
         log::Put::Written => {}
         log::Put::Taken => {
             return Err(Error::Lake(format!(
                 "current table {dir}: Delta version {version} is taken by another writer; stop any other sidecar on this lake"
-            )))
+            ))
+            .into())
+        }
+        log::Put::Unknown(error) => {
+            return Err(Uncommitted {
+                error,
+                may_have_landed: true,
+            })
         }
     }
     super::checkpoint_if_due(ctx.store.as_ref(), dir, version).await;
@@ -550,7 +586,7 @@ mod tests {
             .await
             .unwrap();
         let state = log::load(store.as_ref(), &table, true).await.unwrap();
-        log::write_checkpoint(store.as_ref(), &table, &state, 0)
+        log::write_checkpoint(store.as_ref(), &table, &state, 0, 0)
             .await
             .unwrap();
         let again = log::load(store.as_ref(), &table, true).await.unwrap();

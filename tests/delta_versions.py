@@ -1,0 +1,93 @@
+"""Reads every version of a Delta table of a sluice lake with independent
+readers (the `deltalake` package, Polars, DuckDB's delta extension) and prints
+what each saw, as JSON, for tests/suite/delta_logs.rs; with --vacuum, first
+runs a full VACUUM with `deltalake` at the default, enforced retention.
+
+    python3 tests/delta_versions.py TABLE_DIR COLUMNS [--vacuum]
+
+Output: {"vacuumed": [files deleted], "versions": {version: {"files":
+[files of the version], "rows": {reader: [[values...]]}}}}, rows sorted by
+_seq, values as text (tests/delta_read.py's `text`, decimals without trailing zeros). A version a reader
+cannot read fails the script.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decimal  # noqa: E402
+
+from delta_read import extension, text  # noqa: E402
+
+
+def value_text(v):
+    # Readers give a DECIMAL at its scale or not ("2.50", "2.5"): compare values.
+    if isinstance(v, decimal.Decimal):
+        return format(v.normalize(), "f")
+    return text(v)
+
+
+def rows_of(dicts, columns):
+    out = [[value_text(d.get(c)) for c in columns] for d in dicts]
+    out.sort(key=lambda r: int(r[columns.index("_seq")]))
+    return out
+
+
+def operation(table_dir, version):
+    """The commitInfo operation of a version (local tables only)."""
+    with open(os.path.join(table_dir, "_delta_log", f"{version:020}.json")) as f:
+        for line in f:
+            action = json.loads(line)
+            if "commitInfo" in action:
+                return str(action["commitInfo"].get("operation", ""))
+    return ""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("uri")
+    ap.add_argument("columns")
+    ap.add_argument("--vacuum", action="store_true")
+    args = ap.parse_args()
+    columns = args.columns.split(",")
+
+    import duckdb
+    import polars as pl
+    from deltalake import DeltaTable
+
+    out = {"vacuumed": [], "versions": {}}
+    if args.vacuum:
+        out["vacuumed"] = sorted(
+            DeltaTable(args.uri).vacuum(
+                retention_hours=None, dry_run=False, enforce_retention_duration=True, full=True
+            )
+        )
+    latest = DeltaTable(args.uri).version()
+    con = duckdb.connect(config={"autoinstall_known_extensions": False,
+                                 "autoload_known_extensions": False})
+    con.execute(f"LOAD '{extension('delta')}'")
+    uri = args.uri.replace("'", "''")
+    # A VACUUM by deltalake commits versions of its own: read sluice's only.
+    for v in range(0, latest + 1):
+        if operation(args.uri, v).startswith("VACUUM"):
+            continue
+        dt = DeltaTable(args.uri, version=v)
+        schema = [f.name for f in dt.schema().fields]
+        present = [c for c in columns if c in schema]
+        seen = {"files": sorted(dt.file_uris()), "rows": {}}
+        seen["rows"]["deltalake"] = rows_of(
+            dt.to_pyarrow_table(columns=present).to_pylist(), columns)
+        frame = pl.scan_delta(args.uri, version=v).select(present).collect()
+        seen["rows"]["polars"] = rows_of(frame.to_dicts(), columns)
+        cols = ", ".join('"' + c.replace('"', '""') + '"' for c in present)
+        cur = con.execute(f"SELECT {cols} FROM delta_scan('{uri}', version := {v})")
+        names = [d[0] for d in cur.description]
+        seen["rows"]["duckdb"] = rows_of([dict(zip(names, r)) for r in cur.fetchall()], columns)
+        out["versions"][v] = seen
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
