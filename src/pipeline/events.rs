@@ -244,10 +244,12 @@ impl Pipeline<'_> {
                     QueryKind::Other => {
                         decode::dml::refuse_captured(&statement, &q.schema(), &self.config.filter, &self.file, start)?;
                         let at = self.stream_point(start, header.timestamp());
-                        let fx = self.tracker.apply_ddl(&statement, &q.schema(), ansi_quotes(&q), &at)?;
+                        let mut fx = self.tracker.apply_ddl(&statement, &q.schema(), ansi_quotes(&q), &at)?;
                         if fx.captured {
                             self.tx_ddl = true;
+                            let entered = std::mem::take(&mut fx.entered);
                             self.apply_ddl_effects(fx, &at).await?;
+                            self.tables_entered(entered, &at, &statement).await?;
                         }
                         // Inside a transaction (SAVEPOINT, ROLLBACK TO
                         // SAVEPOINT, XA END, the CREATE TABLE of a CREATE

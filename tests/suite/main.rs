@@ -27,6 +27,7 @@ mod gtid;
 mod harness;
 mod http;
 mod mysql8_binlog;
+mod renames;
 mod resilience;
 mod schema_history;
 mod session_settings;
