@@ -541,7 +541,7 @@ pub(super) enum Base {
     /// files all go.
     Copy {
         dir: Path,
-        state: TableState,
+        state: Box<TableState>,
         name: String,
     },
     /// No rows: the table is new since, or read from its beginning. The

@@ -290,7 +290,7 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
                         let src = &by_name[from];
                         Base::Copy {
                             dir: current_dir(&src.db, &src.table),
-                            state: states.get(from).cloned().unwrap_or_default(),
+                            state: Box::new(states.get(from).cloned().unwrap_or_default()),
                             name: from.clone(),
                         }
                     }
