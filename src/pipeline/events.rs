@@ -249,7 +249,9 @@ impl Pipeline<'_> {
                         if fx.captured {
                             self.tx_ddl = true;
                             let rereads = std::mem::take(&mut fx.rereads);
+                            let entered = std::mem::take(&mut fx.entered);
                             self.apply_ddl_effects(fx, &at).await?;
+                            self.tables_entered(entered, &at, &statement).await?;
                             self.reread_after_ddl(rereads, &at).await?;
                         }
                         // Inside a transaction (SAVEPOINT, ROLLBACK TO

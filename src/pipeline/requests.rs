@@ -24,7 +24,7 @@ use crate::batch::{RowOrigin, TableBuffer};
 use crate::commit::Manifest;
 use crate::config::{Config, NewTables, TableFilter};
 use crate::error::{Error, Result};
-use crate::schema::tracker::SchemaTracker;
+use crate::schema::tracker::{SchemaTracker, StreamPoint};
 use crate::schema::TableSchema;
 use crate::snapshot::request::{self, SnapshotRequest};
 use crate::snapshot::{reader, SnapshotProgress, TableSnapshot};
@@ -325,6 +325,84 @@ impl Pipeline<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// Tables that a RENAME TABLE moved into captured names from names not
+    /// captured (an online schema change's cut-over with its helper tables
+    /// filtered out): a table sluice never saw took the name. Its shape is
+    /// read from the server and its rows restart: a `truncate` marker, then
+    /// a snapshot as `[snapshot] new_tables` says. Called at the statement,
+    /// which is a transaction of its own.
+    pub(super) async fn tables_entered(
+        &mut self,
+        entered: Vec<(String, String)>,
+        at: &StreamPoint,
+        statement: &str,
+    ) -> Result<()> {
+        if entered.is_empty() || !RequestState::enabled(self.config) {
+            return Ok(());
+        }
+        let mut conn = crate::source::connect(&self.config.source).await?;
+        let shapes = crate::schema::bootstrap::read_tables(&mut conn, &self.config.filter).await?;
+        drop(conn);
+        let mut pairs = Vec::new();
+        for key in entered {
+            let table = format!("{}.{}", key.0, key.1);
+            let Some(shape) = shapes.get(&key) else {
+                info!(%table, "a table took a captured name (RENAME TABLE) and is gone from the server already: its shape comes from its first row event");
+                continue;
+            };
+            self.tracker.entered_capture(shape, at, statement)?;
+            pairs.push(key);
+        }
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = pairs.iter().map(|(d, t)| format!("{d}.{t}")).collect();
+        let why: Arc<str> = Arc::from(
+            "-- sluice: a table not captured took this name (RENAME TABLE); its rows restart from a new snapshot",
+        );
+        // Chunks already placed get their rows first.
+        self.await_reserved_chunks().await?;
+        if self.config.snapshot.new_tables == NewTables::Skip {
+            info!(tables = %names.join(", "), "tables took captured names from tables not captured (RENAME TABLE): captured from the stream on (new_tables = \"skip\"); their earlier rows are not in the lake");
+            for table in &names {
+                self.push_restart_marker(table, &why)?;
+            }
+            return Ok(());
+        }
+        info!(tables = %names.join(", "), "tables took captured names from tables not captured (RENAME TABLE): their rows are read beside the stream (new_tables = \"snapshot\")");
+        let plan = match reader::plan(&self.config.source, self.config.snapshot.method, &pairs)
+            .await
+        {
+            Ok(plan) => plan,
+            Err(e @ Error::Snapshot { .. }) => {
+                warn!(tables = %names.join(", "), kind = %crate::error::HasKind::error_kind(&e), error = %e, "the tables cannot be snapshotted: captured from the stream on, their earlier rows are not in the lake");
+                for table in &names {
+                    self.push_restart_marker(table, &why)?;
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                return Err(Error::Connection(format!(
+                    "planning the snapshot of {}: {e}",
+                    names.join(", ")
+                )))
+            }
+        };
+        let adoptions: Vec<Adoption> = names
+            .iter()
+            .filter_map(|table| {
+                Some(Adoption {
+                    table: table.clone(),
+                    entry: plan.get(table)?.clone(),
+                    marker: true,
+                    replace: true,
+                    why: why.clone(),
+                })
+            })
+            .collect();
+        self.apply_adoptions(&adoptions)
     }
 
     /// Starts the adopted tables' snapshots: markers first, then a reader

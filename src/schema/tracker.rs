@@ -72,6 +72,11 @@ pub struct DdlEffects {
     /// existing rows the statement changed in a way the binlog does not
     /// carry, and why.
     pub rereads: Vec<(String, RereadReason)>,
+    /// Captured tables that a RENAME TABLE moved in from a name sluice does
+    /// not capture (an online schema change's helper table left out by the
+    /// filter): their shape is unknown here, and their rows must be read
+    /// ([`SchemaTracker::entered_capture`]).
+    pub entered: Vec<TableName>,
 }
 
 pub struct SchemaTracker {
@@ -302,6 +307,20 @@ impl SchemaTracker {
             )?)),
             None => Ok(None),
         }
+    }
+
+    /// A table that entered capture at `at` under a captured name (a RENAME
+    /// from a name not captured), with the shape the server gives it now:
+    /// a version of its own, which follows no earlier table of that name.
+    pub fn entered_capture(
+        &mut self,
+        table: &TableSchema,
+        at: &StreamPoint,
+        statement: &str,
+    ) -> Result<Arc<TableSchema>> {
+        let key = (table.database.clone(), table.name.clone());
+        self.provisional.remove(&key);
+        self.record(&key, Shape::of(table), at, Some(statement), false)
     }
 
     /// Applies `schema resync` shapes recorded for this position.
@@ -628,8 +647,10 @@ impl SchemaTracker {
                             }
                             None => {
                                 // Renamed from a table we do not track: its shape comes from
-                                // FULL metadata at the first TABLE_MAP, or is an error there.
+                                // the server ([`Self::entered_capture`]), else from FULL
+                                // metadata at the first TABLE_MAP, or is an error there.
                                 self.current.remove(&to);
+                                fx.entered.push(to.clone());
                             }
                         }
                     }

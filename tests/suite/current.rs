@@ -226,9 +226,13 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
         &current_rows(&c3, &["id", "v"], None),
     );
     assert_eq!(source_rows(&db, "c3", &["id", "v"]).len(), 3);
-    // The dropped table and the renamed tables' old names end empty.
+    // The dropped table and the renamed tables' old names end empty, or
+    // never had a current table (c2 held a table only between two folds).
     for gone in ["d", "r", "c1", "c2"] {
         let dir = current_dir(lake.path(), &db, gone);
+        if gone == "c2" && !dir.exists() {
+            continue;
+        }
         assert!(
             current_rows(&dir, &["id", "v"], None).is_empty(),
             "shop.{gone} has rows after it went"

@@ -30,6 +30,7 @@ mod harness;
 mod http;
 mod lake_names;
 mod mysql8_binlog;
+mod renames;
 mod reread;
 mod resilience;
 mod schema_history;

@@ -138,19 +138,19 @@ struct Target<'a> {
     key_idx: Vec<usize>,
 }
 
-/// Reads the changelog files after `folded` into `sorter`.
+/// Reads the changelog files after manifest `after` into `sorter`.
 async fn read_change_rows(
     ctx: &Ctx<'_>,
     t: &FoldTable,
     files: &[(u64, DataFile)],
-    folded: u64,
+    after: u64,
     target: &Target<'_>,
     sorter: &mut Sorter,
 ) -> Result<()> {
     let (tv, schema, conv, key_idx) =
         (target.tv, &target.schema, &target.conv, &target.key_idx[..]);
     let ncols = tv.schema.columns.len();
-    for (_, f) in files.iter().filter(|(seq, _)| *seq > folded) {
+    for (_, f) in files.iter().filter(|(seq, _)| *seq > after) {
         let sources = shape::stored_names(
             &t.versions,
             f.schema_version,
@@ -536,27 +536,43 @@ impl<'a> Applier<'a> {
     }
 }
 
-/// Folds the changes of `t` since its last fold into its current table. With
-/// `seed`, the table starts from a copy of another table's files (RENAME
-/// TABLE); with `live`, it is folded in that shape (the old name of a
-/// renamed table, up to the rename).
+/// What the fold of a table starts from.
+pub(super) enum Base {
+    /// The table's own current table.
+    Own,
+    /// Copies of the files of another name's current table (`state`, in
+    /// `dir`): the table had that name then (RENAME TABLE). The name's own
+    /// files all go.
+    Copy {
+        dir: Path,
+        state: Box<TableState>,
+        name: String,
+    },
+    /// No rows: the table is new since, or read from its beginning. The
+    /// name's own files (another table's) all go.
+    Empty,
+}
+
+/// Folds into the current table of the name `lineage` has now the changes
+/// of that table after manifest `after` (`files`, renumbered as in the
+/// lineage), starting from `base`; `state` is the name's current table.
 pub(super) async fn fold_table(
     ctx: &Ctx<'_>,
-    t: &FoldTable,
+    lineage: &Lineage,
     state: TableState,
     files: &[(u64, DataFile)],
-    seed: Option<(Path, TableState)>,
-    live: Option<&TableVersion>,
+    base: Base,
+    after: u64,
 ) -> Result<FoldReport> {
+    let t = &lineage.table;
     let dir = current_dir(&t.db, &t.table);
     let folded = folded_seq(&state);
     if state.version.is_some() && folded >= ctx.s1 {
         return Ok(FoldReport::default());
     }
     remove_unfinished(ctx.store.as_ref(), &dir, folded).await?;
-    let Some(tv) = live.or_else(|| t.keyed_at(ctx.s1)) else {
-        return Ok(FoldReport::default());
-    };
+    let tv = lineage.last();
+    let own_version = lineage.members.last().map_or(tv.schema.version, |m| m.1);
     let schema = shape::current_schema(&tv.schema);
     let keys = shape::key_columns(&tv.schema);
     let key_idx: Vec<usize> = keys
@@ -586,10 +602,15 @@ pub(super) async fn fold_table(
         key_idx,
     };
 
-    // The starting point: the table's files, or a renamed table's copies.
+    // The starting point: the table's files, a renamed table's copies, or
+    // none; the version of their shape, renumbered as in the lineage.
     let mut copied = Vec::new();
-    let (base_files, base_meta) = match &seed {
-        Some((src_dir, src)) => {
+    let (base_files, file_version, same_key) = match &base {
+        Base::Copy {
+            dir: src_dir,
+            state: src,
+            name: from,
+        } => {
             let mut files = BTreeMap::new();
             for (i, (path, add)) in src.files.iter().enumerate() {
                 let name = format!("current-{:020}-{:05}-renamed.parquet", ctx.s1, i);
@@ -602,26 +623,27 @@ pub(super) async fn fold_table(
                 add["path"] = json!(name);
                 files.insert(name, add);
             }
-            let mut meta = src.metadata.clone();
-            if let (Some(m), Some(first)) = (meta.as_mut(), t.versions.first()) {
-                m["configuration"][CONF_VERSION] = json!(first.schema.version.to_string());
-            }
-            (files, meta)
+            let (v, k) = base_shape(lineage, from, src);
+            (files, v, k)
         }
-        None => (state.files.clone(), state.metadata.clone()),
+        Base::Own => {
+            let (v, k) = base_shape(lineage, &t.name(), &state);
+            (state.files.clone(), v, k)
+        }
+        Base::Empty => (BTreeMap::new(), None, None),
     };
-    let conf = base_meta.as_ref().map(|m| &m["configuration"]);
-    let file_version: Option<u32> = conf
-        .and_then(|c| c[CONF_VERSION].as_str())
-        .and_then(|v| v.parse().ok());
-    let same_key = conf.and_then(|c| c[CONF_KEY].as_str()) == Some(key_desc.as_str());
-    let reshape = file_version.filter(|v| *v != tv.schema.version).map(|v| {
-        let sources = shape::origins(&t.versions, v, tv.schema.version);
-        shape::stored_names(&t.versions, v, sources, true)
-    });
+    let same_key = same_key.as_deref() == Some(key_desc.as_str());
+    let reshape = file_version
+        .filter(|v| *v != tv.schema.version)
+        .map(|v| {
+            let sources = shape::origins(&t.versions, v, tv.schema.version);
+            (v, shape::stored_names(&t.versions, v, sources, true))
+        })
+        .filter(|(v, sources)| !same_shape(t, *v, sources, &schema))
+        .map(|(_, sources)| sources);
 
     let mut sorter = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
-    read_change_rows(ctx, t, files, folded, &target, &mut sorter).await?;
+    read_change_rows(ctx, t, files, after, &target, &mut sorter).await?;
     let mut report = FoldReport {
         changed_rows: sorter.changes(),
         ..Default::default()
@@ -647,6 +669,10 @@ pub(super) async fn fold_table(
     ranged.sort_by(|a, b| a.1.first.cmp(&b.1.first));
 
     let mut removed: Vec<&String> = Vec::new();
+    if !matches!(base, Base::Own) {
+        // The name held another table: none of its files stay.
+        removed.extend(state.files.keys());
+    }
     let full = sorter.truncated() || (unranged && !base_files.is_empty());
     if full {
         if !sorter.truncated() {
@@ -722,7 +748,7 @@ pub(super) async fn fold_table(
         .map_err(|e| lake_err(t, format!("a type Delta Lake cannot hold: {e}")))?;
     let protocol = super::super::schema::protocol(&fields);
     let now = chrono::Utc::now().timestamp_millis();
-    let configuration = json!({CONF_VERSION: tv.schema.version.to_string(), CONF_KEY: key_desc});
+    let configuration = json!({CONF_VERSION: own_version.to_string(), CONF_KEY: key_desc});
     let metadata = match &state.metadata {
         None => Some(json!({
             "id": uuid::Uuid::new_v4().to_string(),
@@ -776,7 +802,7 @@ pub(super) async fn fold_table(
     // Copies of a renamed table's files that were not rewritten go in as they are.
     let kept_copies: Vec<&Value> = base_files
         .iter()
-        .filter(|(p, _)| seed.is_some() && !removed.contains(p))
+        .filter(|(p, _)| matches!(base, Base::Copy { .. }) && !removed.contains(p))
         .map(|(_, a)| a)
         .collect();
     for add in kept_copies {
@@ -808,6 +834,34 @@ pub(super) async fn fold_table(
     }
     report.commits = 1;
     Ok(report)
+}
+
+/// The version (renumbered as in `lineage`) and the key of the files of
+/// `name`'s current table `state`; no version when the lineage lacks it (the
+/// files are then rebuilt, matched by column name).
+fn base_shape(lineage: &Lineage, name: &str, state: &TableState) -> (Option<u32>, Option<String>) {
+    let conf = state.metadata.as_ref().map(|m| &m["configuration"]);
+    let version = conf
+        .and_then(|c| c[CONF_VERSION].as_str())
+        .and_then(|v| v.parse().ok())
+        .and_then(|v| lineage.renumbered(name, v));
+    let key = conf.and_then(|c| c[CONF_KEY].as_str()).map(str::to_string);
+    (version, key)
+}
+
+/// Whether files of version `from` of `t` are in the shape of `schema`
+/// already, every column from the column of its name (a RENAME TABLE, an
+/// index change): then they are kept as they are, not rewritten.
+fn same_shape(t: &FoldTable, from: u32, sources: &[Option<String>], schema: &SchemaRef) -> bool {
+    let Some(v) = t.versions.iter().find(|v| v.schema.version == from) else {
+        return false;
+    };
+    shape::current_schema(&v.schema).fields() == schema.fields()
+        && sources.len() + 2 == schema.fields().len()
+        && sources
+            .iter()
+            .zip(schema.fields().iter())
+            .all(|(s, f)| s.as_deref() == Some(f.name().as_str()))
 }
 
 /// A batch of the current table's own files in the shape of `schema`.

@@ -24,6 +24,7 @@
 //! died before its commit), and its commit is put-if-absent.
 
 mod apply;
+mod identity;
 mod shape;
 mod sort;
 mod status;
@@ -43,6 +44,8 @@ use super::log::{self, TableState};
 use crate::commit::{stored_path, DataFile, Lake, Manifest};
 use crate::error::{Error, Result};
 use crate::schema::history::TableVersion;
+
+use identity::{Lineage, Lineages, RenameEvent};
 
 pub use apply::{place, FileRange, Place};
 pub use status::{current_status, CurrentStatus};
@@ -146,29 +149,54 @@ pub fn folded_seq(state: &TableState) -> u64 {
 struct Changes {
     /// The files of each table, with the seq of the manifest that lists them.
     files: HashMap<String, Vec<(u64, DataFile)>>,
-    /// `to` → `from` of RENAME TABLE, by `db.table`, in stream order.
-    renamed_from: HashMap<String, Vec<Rename>>,
-    renames: usize,
+    /// RENAME TABLE, by `db.table`, in stream order.
+    renames: Vec<RenameEvent>,
 }
 
-/// A RENAME TABLE into a name: the old name, the manifest seq, and the
-/// rename's place among all renames read (several can share a manifest).
-#[derive(Debug, Clone)]
-struct Rename {
-    from: String,
-    seq: u64,
-    order: usize,
+/// Where the fold of a table begins.
+struct Plan {
+    lineage: Lineage,
+    start: Start,
+    /// The manifest seq the start reflects: the changes after it are applied.
+    after: u64,
 }
 
-impl Changes {
-    /// The last rename into `name` before the rename numbered `before`.
-    fn renamed_into(&self, name: &str, before: usize) -> Option<&Rename> {
-        self.renamed_from
-            .get(name)?
-            .iter()
-            .rev()
-            .find(|r| r.order < before)
+/// Plans the fold of the table `name` holds at `s1`: it starts from the
+/// current table of the name it had latest that still shows it (its own,
+/// or one it was renamed from), else from nothing at its beginning.
+fn plan(
+    lineages: &Lineages<'_>,
+    name: &str,
+    states: &HashMap<String, TableState>,
+    mark: u64,
+) -> Option<Plan> {
+    let lineage = lineages.lineage(name)?;
+    let mut best: Option<(u64, &str)> = None;
+    let mut names: Vec<&str> = lineage.members.iter().map(|(n, _)| n.as_str()).collect();
+    names.dedup();
+    for n in names {
+        let Some(state) = states.get(n).filter(|s| s.version.is_some()) else {
+            continue;
+        };
+        let shows = folded_seq(state).max(mark);
+        if !lineages.held_at(&lineage, n, shows) {
+            continue;
+        }
+        // The latest start; the table's own current table on a tie (no copy).
+        if best.is_none_or(|(b, bn)| shows > b || (shows == b && n == name && bn != name)) {
+            best = Some((shows, n));
+        }
     }
+    let (start, after) = match best {
+        Some((after, n)) if n == name => (Start::Own, after),
+        Some((after, n)) => (Start::Copy(n.to_string()), after),
+        None => (Start::Empty, lineage.began_after()),
+    };
+    Some(Plan {
+        lineage,
+        start,
+        after,
+    })
 }
 
 /// Folds every table of `job` up to `job.target`. A table whose fold fails
@@ -186,8 +214,9 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         // none before the last complete fold (`mark`). A table without a
         // current table yet needs its whole changelog if it has a key now
         // (once: it gets one), and the changes since it appeared if it came
-        // after the last complete fold (the old name of a renamed table);
-        // else it never gets one (no key) and needs nothing.
+        // after the last complete fold; else it never gets one (no key) and
+        // needs nothing. The plans below read further back when a table
+        // needs it (one renamed from a name without a current table).
         let first = t
             .versions
             .first()
@@ -210,9 +239,33 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
     if from == u64::MAX && !needs_end {
         return Ok(report);
     }
-    let changes = read_changes(&store, &job.target, from.min(s1)).await?;
-    report.manifests_read = s1 - from.min(s1);
     let by_name: HashMap<String, &FoldTable> = job.tables.iter().map(|t| (t.name(), t)).collect();
+    let live: Vec<&FoldTable> = job
+        .tables
+        .iter()
+        .filter(|t| t.keyed_at(s1).is_some())
+        .collect();
+    let mut from = from.min(s1);
+    // The renames read decide where each table starts; a start before the
+    // manifests read needs them too.
+    let (changes, plans) = loop {
+        let changes = read_changes(&store, &job.target, from).await?;
+        let lineages = Lineages::new(&by_name, s1, &changes.renames);
+        let plans: Vec<(&FoldTable, Option<Plan>)> = live
+            .iter()
+            .map(|t| (*t, plan(&lineages, &t.name(), &states, mark)))
+            .collect();
+        let needed = plans
+            .iter()
+            .filter_map(|(_, p)| p.as_ref().map(|p| p.after))
+            .min()
+            .unwrap_or(from);
+        if needed >= from {
+            break (changes, plans);
+        }
+        from = needed;
+    };
+    report.manifests_read = s1 - from;
     let mut first_error = None;
     let ctx = Ctx {
         store: store.clone(),
@@ -222,32 +275,31 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         budget: job.memory_budget,
         spill_root: job.spill_dir.clone(),
     };
-    // Live tables first: a renamed table is seeded from its old name's
-    // current table before that one ends.
-    for t in job.tables.iter().filter(|t| t.keyed_at(s1).is_some()) {
+    // Every table starts from the current tables as they were before this
+    // fold (a swap copies each from the other's previous version).
+    for (t, plan) in plans {
+        let Some(plan) = plan else { continue };
         let name = t.name();
-        let mut seed = None;
-        if states.get(&name).is_some_and(|s| s.version.is_none()) {
-            if let Some(rename) = changes.renamed_into(&name, usize::MAX) {
-                if let Some(src) = by_name.get(&rename.from) {
-                    let chain = Chain {
-                        changes: &changes,
-                        tables: &by_name,
-                    };
-                    match seed_from(&ctx, &chain, src, rename, &mut report).await {
-                        Ok(s) => seed = s,
-                        Err(e) => {
-                            tracing::warn!(table = %name, from = %rename.from, error = %e, "could not move the current table of a renamed table");
-                            first_error.get_or_insert(e);
-                            continue;
+        let result = match lineage_files(&changes, &plan, &by_name) {
+            Ok(files) => {
+                let own = states.get(&name).cloned().unwrap_or_default();
+                let base = match &plan.start {
+                    Start::Own => Base::Own,
+                    Start::Empty => Base::Empty,
+                    Start::Copy(from) => {
+                        let src = &by_name[from];
+                        Base::Copy {
+                            dir: current_dir(&src.db, &src.table),
+                            state: Box::new(states.get(from).cloned().unwrap_or_default()),
+                            name: from.clone(),
                         }
                     }
-                }
+                };
+                fold_table(&ctx, &plan.lineage, own, &files, base, plan.after).await
             }
-        }
-        let files = changes.files.get(&name).map_or(&[][..], Vec::as_slice);
-        let state = states.remove(&name).unwrap_or_default();
-        match fold_table(&ctx, t, state, files, seed, None).await {
+            Err(e) => Err(e),
+        };
+        match result {
             Ok(r) => report.add(r),
             Err(e) if e.is_transient() => {
                 tracing::warn!(table = %name, error = %e, "current table fold failed; the previous version stays, the next fold redoes it");
@@ -275,6 +327,47 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
             Ok(report)
         }
     }
+}
+
+/// The changelog files of a planned table after its start, from the folders
+/// of every name it had, each file with its version renumbered as in the
+/// lineage.
+fn lineage_files(
+    changes: &Changes,
+    plan: &Plan,
+    tables: &HashMap<String, &FoldTable>,
+) -> Result<Vec<(u64, DataFile)>> {
+    let mut names: Vec<&str> = plan
+        .lineage
+        .members
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut out = Vec::new();
+    for name in names {
+        for (seq, f) in changes.files.get(name).into_iter().flatten() {
+            if *seq <= plan.after {
+                continue;
+            }
+            if let Some(v) = plan.lineage.renumbered(name, f.schema_version) {
+                let mut f = f.clone();
+                f.schema_version = v;
+                out.push((*seq, f));
+            } else if !tables.get(name).is_some_and(|t| {
+                t.versions
+                    .iter()
+                    .any(|v| v.schema.version == f.schema_version)
+            }) {
+                return Err(Error::Lake(format!(
+                    "changelog file {} of {name} has schema version {}, which the schema history of {name} does not hold: the state dir belongs to another lake; point [state] dir at this lake's",
+                    f.path, f.schema_version
+                )));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Written after a fold in which every table succeeded: every current table
@@ -349,72 +442,25 @@ async fn read_changes(
                 .push((m.seq, f));
         }
         for entry in &m.ddl {
+            let (Some(file), Some(pos)) = (
+                entry["position"]["file"].as_str(),
+                entry["position"]["pos"].as_u64(),
+            ) else {
+                continue;
+            };
             for r in entry["renamed"].as_array().into_iter().flatten() {
                 if let (Some(from), Some(to)) = (r["from"].as_str(), r["to"].as_str()) {
-                    out.renamed_from
-                        .entry(to.to_string())
-                        .or_default()
-                        .push(Rename {
-                            from: from.to_string(),
-                            seq: m.seq,
-                            order: out.renames,
-                        });
-                    out.renames += 1;
+                    out.renames.push(RenameEvent {
+                        from: from.to_string(),
+                        to: to.to_string(),
+                        file: file.to_string(),
+                        pos,
+                    });
                 }
             }
         }
     }
     Ok(out)
-}
-
-/// What a renamed table's starting point is found from.
-struct Chain<'a> {
-    changes: &'a Changes,
-    tables: &'a HashMap<String, &'a FoldTable>,
-}
-
-/// Folds the old name of a renamed table up to the rename and copies its
-/// files under the new name: the new table's starting point. An old name
-/// that itself came from a rename since the last fold (`a` → `b` → `c` in
-/// one refresh) starts from its own old name first.
-async fn seed_from(
-    ctx: &Ctx<'_>,
-    chain: &Chain<'_>,
-    src: &FoldTable,
-    rename: &Rename,
-    report: &mut FoldReport,
-) -> Result<Option<(Path, TableState)>> {
-    let renamed_at = rename.seq;
-    let dir = current_dir(&src.db, &src.table);
-    let state = log::load(ctx.store.as_ref(), &dir, true).await?;
-    let Some(live) = src
-        .versions
-        .iter()
-        .rev()
-        .find(|v| v.checkpoint <= renamed_at && !v.dropped)
-    else {
-        return Ok(None);
-    };
-    let mut seed = None;
-    if state.version.is_none() {
-        // A rename into the old name before this one.
-        if let Some(earlier) = chain.changes.renamed_into(&src.name(), rename.order) {
-            if let Some(older) = chain.tables.get(&earlier.from) {
-                seed = Box::pin(seed_from(ctx, chain, older, earlier, report)).await?;
-            }
-        }
-    }
-    let files = chain
-        .changes
-        .files
-        .get(&src.name())
-        .map_or(&[][..], Vec::as_slice);
-    report.add(fold_table(ctx, src, state, files, seed, Some(live)).await?);
-    let state = log::load(ctx.store.as_ref(), &dir, true).await?;
-    if state.version.is_none() {
-        return Ok(None);
-    }
-    Ok(Some((dir, state)))
 }
 
 /// A commit that removes every file: DROP TABLE (or a RENAME away, or a key
@@ -552,7 +598,17 @@ async fn remove_unfinished(store: &dyn ObjectStore, dir: &Path, folded: u64) -> 
 }
 
 mod fold_table;
-use fold_table::fold_table;
+use fold_table::{fold_table, Base};
+
+/// What a planned fold starts from.
+enum Start {
+    /// The name's own current table.
+    Own,
+    /// The current table of another name the table had (`db.table`).
+    Copy(String),
+    /// Nothing: the table is read from its beginning.
+    Empty,
+}
 
 #[cfg(test)]
 mod tests {
