@@ -616,7 +616,7 @@ impl TableLogs {
                 }
             };
             for (key, t) in by_table(&m) {
-                if !lagging.get(&key).is_some_and(|applied| *applied < seq) {
+                if lagging.get(&key).is_none_or(|applied| *applied >= seq) {
                     continue;
                 }
                 if stuck.contains(&key) {
