@@ -167,6 +167,11 @@ impl SchemaTracker {
         self.provisional.remove(t);
     }
 
+    /// The shape of `t` as of the statements read so far.
+    pub fn current_shape(&self, t: &TableName) -> Option<&Arc<TableSchema>> {
+        self.current.get(t)
+    }
+
     pub fn known(&self, t: &TableName) -> bool {
         self.current.contains_key(t) || self.provisional.contains_key(t)
     }

@@ -624,7 +624,17 @@ fn replay_multiset(rows: &[Row]) -> Vec<Vec<Option<String>>> {
     let mut out: Vec<Vec<Option<String>>> = Vec::new();
     for r in rows {
         match r.op.as_str() {
-            "insert" | "snapshot" => out.push(r.values.clone()),
+            "insert" => out.push(r.values.clone()),
+            // A re-read after DDL the binlog cannot replay is placed where it
+            // was read, after the later changes the stream carries: its rows
+            // put-or-replace (by key, which a multiset does not know; the
+            // corpus's final rows differ from each other, so an equal row is
+            // the same row).
+            "snapshot" => {
+                if !out.contains(&r.values) {
+                    out.push(r.values.clone())
+                }
+            }
             "update" => {
                 let before = r.before.as_ref().expect("update has a before image");
                 if let Some(k) = out.iter().position(|x| x == before) {
