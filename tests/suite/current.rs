@@ -38,7 +38,7 @@ fn source_rows(db: &MariaDb, table: &str, columns: &[&str]) -> Table {
 
 /// What each reader sees of a current table (version `version`, else the
 /// latest), keyed like `source_rows`; the readers must agree.
-fn current_rows(dir: &Path, columns: &[&str], version: Option<u64>) -> Table {
+pub(crate) fn current_rows(dir: &Path, columns: &[&str], version: Option<u64>) -> Table {
     let mut with_seq: Vec<&str> = columns.to_vec();
     with_seq.push("_seq");
     let read = read_delta(

@@ -13,10 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::common::*;
-use crate::delta::read_delta;
 use serde_json::Value;
-
-const READERS: &str = "deltalake,polars,duckdb";
 
 type Table = BTreeMap<Vec<String>, Vec<Option<String>>>;
 /// A replayed table: its rows by `id`, each row's values by column name.
@@ -51,35 +48,11 @@ fn source_rows(db: &MariaDb, table: &str) -> Table {
         .collect()
 }
 
-/// What every reader sees of a current table, as `columns`; the readers must
-/// agree and no key may appear twice.
+/// A current table as every reader reads it (see `current::current_rows`),
+/// keyed by its first column.
 fn current_rows(dir: &Path, columns: &[String]) -> Table {
-    let mut cols: Vec<&str> = columns.iter().map(String::as_str).collect();
-    cols.push("_seq");
-    let read = read_delta(
-        &dir.display().to_string(),
-        &cols,
-        None,
-        &Value::Null,
-        READERS,
-    );
-    let mut tables: Vec<(String, Table)> = Vec::new();
-    for (reader, rows) in &read.rows {
-        let t: Table = rows
-            .iter()
-            .map(|r| {
-                let values = r[..columns.len()].to_vec();
-                (vec![values[0].clone().unwrap_or_default()], values)
-            })
-            .collect();
-        assert_eq!(t.len(), rows.len(), "{reader}: duplicate keys in {dir:?}");
-        tables.push((reader.clone(), t));
-    }
-    assert_eq!(tables.len(), READERS.split(',').count());
-    for (reader, t) in &tables[1..] {
-        assert_same_table(&format!("{reader} vs {}", tables[0].0), &tables[0].1, t);
-    }
-    tables.remove(0).1
+    let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
+    crate::current::current_rows(dir, &cols, None)
 }
 
 /// One change or DDL of the lake, placed in the binlog.
