@@ -2,7 +2,7 @@
 what each saw, as JSON, for tests/delta.rs to compare with the manifests.
 
     python3 tests/delta_read.py TABLE_URI COLUMNS [--version N]
-        [--storage JSON] [--readers deltalake,polars,duckdb]
+        [--storage JSON] [--readers deltalake,polars,duckdb,spark]
 
 COLUMNS is a comma-separated list; every value is printed as text (None for
 null, and for a column the version read does not have), integers in decimal. Output: {"version": latest version (deltalake),
@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import sys
+import time
 
 
 def text(v):
@@ -25,7 +26,26 @@ def text(v):
         return v.replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
     if isinstance(v, bool):
         return "1" if v else "0"
+    if isinstance(v, bytearray):
+        # Spark gives binary values as bytearray, the others as bytes.
+        return str(bytes(v))
+    if hasattr(v, "asDict"):
+        # A Spark Row (a struct such as _before): as the others give it, a dict.
+        return str({k: plain(x) for k, x in v.asDict().items()})
+    if isinstance(v, list):
+        return str([plain(x) for x in v])
     return str(v)
+
+
+def plain(v):
+    """A Spark value nested in a struct or list as pyarrow gives it."""
+    if isinstance(v, bytearray):
+        return bytes(v)
+    if hasattr(v, "asDict"):
+        return {k: plain(x) for k, x in v.asDict().items()}
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    return v
 
 
 def rows_of(dicts, columns):
@@ -65,13 +85,46 @@ def s3_secret(con, storage):
             "true" if secure else "false"))
 
 
+class Spark:
+    """Spark's DataFrame API over Delta tables: a Sail Spark Connect server
+    (PyPI `pysail`) in this process, reached with `pyspark-client`."""
+
+    def __init__(self, storage):
+        # pyspark makes timestamps local to this process: UTC, as the others.
+        os.environ["TZ"] = "UTC"
+        time.tzset()
+        # Sail's object store reads the AWS variables of its process.
+        for key, value in (storage or {}).items():
+            os.environ[key] = str(value)
+        if "AWS_ENDPOINT_URL" in (storage or {}):
+            os.environ.setdefault("AWS_ALLOW_HTTP", "true")
+        from pysail.spark import SparkConnectServer
+        from pyspark.sql import SparkSession
+
+        self.server = SparkConnectServer(ip="127.0.0.1", port=0)
+        self.server.start(background=True)
+        _, port = self.server.listening_address
+        self.session = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
+        # Timestamps with a zone come back in the session's zone: UTC, as the others.
+        self.session.conf.set("spark.sql.session.timeZone", "UTC")
+
+    def frame(self, uri, version, present):
+        reader = self.session.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return reader.load(uri).select(*[f"`{c.replace('`', '``')}`" for c in present])
+
+    def rows(self, uri, version, present, columns):
+        return rows_of([r.asDict() for r in self.frame(uri, version, present).collect()], columns)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("uri")
     ap.add_argument("columns")
     ap.add_argument("--version", type=int)
     ap.add_argument("--storage", default="{}")
-    ap.add_argument("--readers", default="deltalake,polars,duckdb")
+    ap.add_argument("--readers", default="deltalake,polars,duckdb,spark")
     args = ap.parse_args()
     columns = args.columns.split(",")
     storage = json.loads(args.storage)
@@ -120,6 +173,9 @@ def main():
         cur = con.execute(f"SELECT {cols} FROM delta_scan('{uri}'{version})")
         names = [d[0] for d in cur.description]
         result["rows"]["duckdb"] = rows_of([dict(zip(names, r)) for r in cur.fetchall()], columns)
+
+    if "spark" in readers:
+        result["rows"]["spark"] = Spark(storage).rows(args.uri, args.version, present, columns)
 
     json.dump(result, sys.stdout)
     sys.stdout.flush()

@@ -250,9 +250,19 @@ impl Pipeline<'_> {
                             self.tx_ddl = true;
                             let rereads = std::mem::take(&mut fx.rereads);
                             let entered = std::mem::take(&mut fx.entered);
+                            let renamed = std::mem::take(&mut fx.renamed);
                             self.apply_ddl_effects(fx, &at).await?;
-                            self.tables_entered(entered, &at, &statement).await?;
-                            self.reread_after_ddl(rereads, &at).await?;
+                            self.statement_end = Some(end);
+                            let effects = async {
+                                // Reads running before the statement first: a
+                                // table entering capture starts one of its own.
+                                self.follow_renames(&renamed, &at).await?;
+                                self.tables_entered(entered, &at, &statement).await?;
+                                self.reread_after_ddl(rereads, &at).await
+                            }
+                            .await;
+                            self.statement_end = None;
+                            effects?;
                         }
                         // Inside a transaction (SAVEPOINT, ROLLBACK TO
                         // SAVEPOINT, XA END, the CREATE TABLE of a CREATE

@@ -133,6 +133,9 @@ struct Pipeline<'a> {
     /// The end of the last event read (in `file`): a snapshot chunk whose
     /// position is before it comes too late to be placed.
     read_to: BinlogPosition,
+    /// The end of the DDL statement whose effects are being applied: a
+    /// restart marker it causes goes after it (`push_restart_marker`).
+    statement_end: Option<u64>,
     /// Snapshots adopted after the start: a widened filter's tables and
     /// `sluice snapshot` requests.
     requests: requests::RequestState,
@@ -363,6 +366,7 @@ pub async fn run(
         summary: RunSummary::default(),
         snapshot,
         read_to,
+        statement_end: None,
         requests: Default::default(),
         metrics: opts
             .metrics

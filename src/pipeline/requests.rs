@@ -437,7 +437,7 @@ impl Pipeline<'_> {
         Ok(())
     }
 
-    fn spawn_args(&self) -> SpawnArgs {
+    pub(super) fn spawn_args(&self) -> SpawnArgs {
         SpawnArgs {
             source: self.config.source.clone(),
             server_id: self.server.server_id,
@@ -451,7 +451,7 @@ impl Pipeline<'_> {
     /// transaction of its own: every earlier row of the table is gone, and
     /// the new snapshot's chunks, placed at or after the stream's position,
     /// come after it.
-    fn push_restart_marker(&mut self, table: &str, why: &Arc<str>) -> Result<()> {
+    pub(super) fn push_restart_marker(&mut self, table: &str, why: &Arc<str>) -> Result<()> {
         let Some((db, name)) = table.split_once('.') else {
             return Ok(());
         };
@@ -471,11 +471,16 @@ impl Pipeline<'_> {
         }
         let tx_seq = self.next_tx_seq;
         self.next_tx_seq += 1;
-        let file = self.read_to.file.clone();
+        // After the statement that caused it, when one did (its effect on
+        // names comes first), else where the stream has read to.
+        let (file, pos) = match self.statement_end {
+            Some(end) => (self.file.clone(), end),
+            None => (self.read_to.file.clone(), self.read_to.pos),
+        };
         let origin = RowOrigin {
             tx_seq,
             file: &file,
-            pos: self.read_to.pos,
+            pos,
             gtid: None,
             timestamp: chrono::Utc::now().timestamp() as u32,
             sql: Some(why),

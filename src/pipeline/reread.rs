@@ -24,7 +24,9 @@ use crate::config::AfterDdl;
 use crate::error::{Error, Result};
 use crate::schema::reread::RereadReason;
 use crate::schema::tracker::StreamPoint;
-use crate::snapshot::reader;
+use crate::snapshot::{reader, SnapshotProgress, TableSnapshot};
+
+use super::snapshot::SnapshotRun;
 
 impl Pipeline<'_> {
     /// Called right after the statement at `at` changed the tables in
@@ -86,15 +88,26 @@ impl Pipeline<'_> {
                 }
             };
             let Some(entry) = plan.get(&table).cloned() else {
-                // Gone from the server since: the stream's later DROP or
-                // RENAME ends its rows.
-                info!(%table, at = %at.position, "the table changed by this DDL no longer exists on the server: nothing to re-read");
+                // Gone from the server since: a later RENAME, not yet
+                // streamed, moved it (the re-read follows it there) or a
+                // DROP ended it.
+                info!(%table, at = %at.position, %why, "the table changed by this DDL no longer has this name on the server: its re-read waits for the stream to reach the RENAME or DROP that took the name");
+                let spawn = self.spawn_args();
+                self.snapshot
+                    .get_or_insert_with(|| SnapshotRun::start(SnapshotProgress::new(), spawn))
+                    .progress
+                    .insert(table, TableSnapshot::awaiting());
                 continue;
             };
             let sql: Arc<str> = Arc::from(format!(
                 "-- sluice: {why}; the table is re-read from the source"
             ));
-            self.push_ddl_marker(&table, at, &sql).await?;
+            if matches!(why, RereadReason::Renamed { .. }) {
+                // After the statement, under the name it gave the table.
+                self.push_restart_marker(&table, &sql)?;
+            } else {
+                self.push_ddl_marker(&table, at, &sql).await?;
+            }
             info!(%table, at = %at.position, %why, "the table is re-read after a DDL statement the binlog cannot replay");
             adoptions.push(Adoption::after_ddl(table, entry, sql));
         }
@@ -106,6 +119,57 @@ impl Pipeline<'_> {
         // after them.
         self.await_reserved_chunks().await?;
         self.apply_adoptions(&adoptions)
+    }
+
+    /// Called right after the statement at `at` renamed captured tables: a
+    /// table whose snapshot or re-read is not complete restarts under its
+    /// new name. The reader reads by name, and from this statement on the
+    /// old name on the server is not this table (it may be no table, or
+    /// another one: a swap), so its rows restart under the new name: a
+    /// marker here, then a re-read of the new name. A re-read waiting for
+    /// its name ([`TableSnapshot::awaiting`]) finds it here; one whose table
+    /// the statement dropped ends.
+    pub(super) async fn follow_renames(
+        &mut self,
+        renamed: &[(String, String)],
+        at: &StreamPoint,
+    ) -> Result<()> {
+        let Some(run) = self.snapshot.as_mut() else {
+            return Ok(());
+        };
+        // Followed through the statement's pairs (`a TO t, b TO a, t TO b`).
+        let mut moved: Vec<(String, RereadReason)> = Vec::new();
+        for (from, to) in renamed {
+            if let Some((m, _)) = moved.iter_mut().find(|(m, _)| m == from) {
+                *m = to.clone();
+            } else if let Some(t) = run.progress.get_mut(from).filter(|t| !t.done()) {
+                super::snapshot::finish_table(t);
+                let why = RereadReason::Renamed { from: from.clone() };
+                moved.push((to.clone(), why));
+            }
+        }
+        // Renamed out of capture: the rows leave the lake with the name.
+        moved.retain(|(to, _)| {
+            to.split_once('.').is_some_and(|(db, name)| {
+                self.tracker.captures(&(db.to_string(), name.to_string()))
+            })
+        });
+        // A waiting re-read whose table is gone (dropped) ends.
+        for (table, t) in run.progress.iter_mut() {
+            if t.awaiting && !t.done() {
+                let gone = table.split_once('.').is_none_or(|(db, name)| {
+                    !self.tracker.captures(&(db.to_string(), name.to_string()))
+                        || self
+                            .tracker
+                            .current_shape(&(db.to_string(), name.to_string()))
+                            .is_none()
+                });
+                if gone {
+                    super::snapshot::finish_table(t);
+                }
+            }
+        }
+        self.reread_after_ddl(moved, at).await
     }
 
     /// A `truncate` marker for `table` in its new shape, at the statement's

@@ -110,7 +110,7 @@ impl SnapshotRun {
     pub fn start(progress: SnapshotProgress, spawn: SpawnArgs) -> Self {
         let work: Vec<Work> = progress
             .iter()
-            .filter(|(_, t)| !t.done())
+            .filter(|(_, t)| t.to_read())
             .map(|(table, t)| Work {
                 table: table.clone(),
                 after: t.last_key.clone(),
@@ -157,7 +157,8 @@ impl SnapshotRun {
 
     /// Every table's snapshot is done and every chunk is in the lake's buffers.
     pub fn done(&self) -> bool {
-        self.progress.values().all(|t| t.done()) && self.reserved.is_empty()
+        // A re-read waiting for the stream to name its table has nothing to read yet.
+        self.progress.values().all(|t| !t.to_read()) && self.reserved.is_empty()
     }
 
     pub fn has_waiting(&self) -> bool {
@@ -661,7 +662,7 @@ fn open_window(table: &str, shape: &Arc<TableSchema>, names: &[String]) -> Resul
     })
 }
 
-fn finish_table(t: &mut crate::snapshot::TableSnapshot) {
+pub(super) fn finish_table(t: &mut crate::snapshot::TableSnapshot) {
     if t.state != SnapshotState::Done {
         t.state = SnapshotState::Done;
         t.done_at = Some(now());

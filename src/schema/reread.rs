@@ -82,6 +82,9 @@ pub enum RereadReason {
     },
     /// ENUM or SET labels changed: stored values are label numbers.
     Labels { column: String },
+    /// RENAME TABLE moved the table while its rows were still being read
+    /// under its old name (`db.table`).
+    Renamed { from: String },
 }
 
 impl fmt::Display for RereadReason {
@@ -107,6 +110,9 @@ impl fmt::Display for RereadReason {
             }
             RereadReason::Labels { column } => {
                 write!(f, "the labels of column `{column}` changed")
+            }
+            RereadReason::Renamed { from } => {
+                write!(f, "renamed from {from} while its rows were being read")
             }
         }
     }

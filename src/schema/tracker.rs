@@ -12,7 +12,7 @@ use tracing::{info, warn};
 use super::apply::{
     apply_alter, columns_from_specs, derive_from_table_map, unique_keys_from_specs,
 };
-use super::ddl::{ddl_effect, parse_ddl_on, Change, DdlEffect, ServerVersion, TableName};
+use super::ddl::{ddl_effect, parse_ddl_on, AlterOp, Change, DdlEffect, ServerVersion, TableName};
 use super::history::{SchemaHistory, TableVersion};
 use super::reread::{needs_reread, ColumnStep, RereadReason};
 use super::{ColumnDef, TableSchema, UniqueKey};
@@ -77,6 +77,8 @@ pub struct DdlEffects {
     /// filter): their shape is unknown here, and their rows must be read
     /// ([`SchemaTracker::entered_capture`]).
     pub entered: Vec<TableName>,
+    /// The statement's renames of captured tables (`db.table`, in order).
+    pub renamed: Vec<(String, String)>,
 }
 
 pub struct SchemaTracker {
@@ -435,6 +437,10 @@ impl SchemaTracker {
         if fx.captured {
             self.log_ddl(statement, default_db, at, &touched, &renamed);
         }
+        fx.renamed = renamed
+            .iter()
+            .map(|(f, t)| (format!("{}.{}", f.0, f.1), format!("{}.{}", t.0, t.1)))
+            .collect();
         Ok(fx)
     }
 
@@ -562,6 +568,20 @@ impl SchemaTracker {
                             "ALTER TABLE of {} whose shape is not in the schema history",
                             name(&table)
                         ));
+                    }
+                    // `ALTER TABLE uncaptured … RENAME TO captured` brings a
+                    // table into capture, as RENAME TABLE does.
+                    let renamed_to = ops.iter().rev().find_map(|op| match op {
+                        AlterOp::RenameTo(to) => Some(to.clone()),
+                        _ => None,
+                    });
+                    if let Some(to) = renamed_to.filter(|to| self.captures(to)) {
+                        fx.captured = true;
+                        renamed.push((table.clone(), to.clone()));
+                        touched.push(to.clone());
+                        fx.closed.push(name(&to));
+                        self.current.remove(&to);
+                        fx.entered.push(to);
                     }
                     return Ok(());
                 };

@@ -62,6 +62,12 @@ pub struct TableSnapshot {
     /// (`None` for the initial snapshot and a widened filter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    /// A re-read that waits for the stream: when it was asked for, the
+    /// server had no table of this name any more (a later RENAME or DROP,
+    /// not yet streamed, took it away). Nothing reads it; the stream's
+    /// RENAME of it moves the re-read to the new name, its DROP ends it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,11 +88,25 @@ impl TableSnapshot {
             started_at: None,
             done_at: None,
             request: None,
+            awaiting: false,
+        }
+    }
+
+    /// A re-read waiting for the stream to name its table (see `awaiting`).
+    pub fn awaiting() -> Self {
+        TableSnapshot {
+            awaiting: true,
+            ..TableSnapshot::new(0)
         }
     }
 
     pub fn done(&self) -> bool {
         self.state == SnapshotState::Done
+    }
+
+    /// A reader has rows of it to read.
+    pub fn to_read(&self) -> bool {
+        !self.done() && !self.awaiting
     }
 }
 

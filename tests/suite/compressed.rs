@@ -221,7 +221,7 @@ fn compressed_columns_read_back_as_select_returns() {
             &text_columns,
             None,
             &Value::Null,
-            "deltalake,polars,duckdb",
+            crate::delta::ALL_READERS,
         );
         let want: Vec<Vec<Option<String>>> = expected
             .values()

@@ -13,7 +13,7 @@ use crate::common::*;
 use crate::delta::{delta_commits, read_delta};
 use serde_json::Value;
 
-const READERS: &str = "deltalake,polars,duckdb";
+const READERS: &str = crate::delta::ALL_READERS;
 
 fn current_dir(lake: &Path, db: &MariaDb, table: &str) -> PathBuf {
     lake.join("_current")

@@ -10,7 +10,10 @@
 //! (column names in order, types, nullability, primary key, charset, and the
 //! row key: the primary key or the unique key the server uses in its place),
 //! and at
-//! the end every table's rows, replayed from the lake, must equal the server's.
+//! the end every table's rows, replayed from the lake, must equal the server's,
+//! and so must its current-state table (every table with a row key). Each
+//! test file works in a database of its own that no later file touches, so
+//! the end of the run is the end of each test file for its tables.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -439,6 +442,7 @@ fn check_corpus(entries: &[Entry], min_tables: usize) {
     let state_dir = tempfile::tempdir().unwrap();
     let mut sluice = Sluice::new(&db, lake_dir.path(), state_dir.path());
     sluice.include = vec![r"c[0-9]+\..*".into()];
+    sluice.extra = "[current]\nenabled = true\nrefresh = \"1h\"\n".into();
 
     // Every statement, its position, and a row in each changed shape.
     let mut script = String::new();
@@ -577,6 +581,7 @@ fn check_corpus(entries: &[Entry], min_tables: usize) {
     // Rows: each remaining table replayed from the lake equals the server's rows.
     let lake = Lake::read_committed(lake_dir.path());
     let mut compared = 0;
+    let mut current_compared = 0;
     for (i, d, t) in &final_tables {
         let server_shape = &observed.shapes[&(*i, d.clone(), t.clone())];
         let select: Vec<String> = server_shape
@@ -597,9 +602,84 @@ fn check_corpus(entries: &[Entry], min_tables: usize) {
             "{table}: the lake's rows differ from the server's"
         );
         compared += 1;
+        // The current-state table: every table with a row key has one.
+        let current = lake_dir.path().join("_current").join(d).join(t);
+        if server_shape.iter().any(|c| c.row_key) {
+            let rows = current_table_rows(&current, server_shape.len())
+                .unwrap_or_else(|| panic!("{table} has a row key but no current table"));
+            assert_eq!(
+                multiset(rows),
+                source,
+                "{table}: the current table differs from the server's rows"
+            );
+            current_compared += 1;
+        }
     }
-    eprintln!("ddl corpus: {compared} tables' rows equal the server's");
+    eprintln!(
+        "ddl corpus: {compared} tables' rows and {current_compared} current tables equal the server's"
+    );
     assert!(compared >= min_tables, "only {compared} tables compared");
+    assert!(
+        current_compared * 4 >= compared,
+        "only {current_compared} current tables compared"
+    );
+}
+
+/// The rows of the latest version of a current-state table (its first
+/// `columns` columns, rendered as `mysql_text` renders them), from the files
+/// its Delta log names; `None` when it has no log.
+fn current_table_rows(dir: &std::path::Path, columns: usize) -> Option<Vec<Vec<Option<String>>>> {
+    if !dir.join("_delta_log").exists() {
+        return None;
+    }
+    let mut live = BTreeSet::new();
+    for (_, actions) in crate::delta::delta_commits(dir) {
+        for a in actions {
+            if let Some(path) = a["add"]["path"].as_str() {
+                live.insert(percent_decoded(path));
+            } else if let Some(path) = a["remove"]["path"].as_str() {
+                live.remove(&percent_decoded(path));
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for path in live {
+        let file = std::fs::File::open(dir.join(&path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            for i in 0..batch.num_rows() {
+                rows.push(
+                    (0..columns)
+                        .map(|c| mysql_text(batch.column(c).as_ref(), i))
+                        .collect(),
+                );
+            }
+        }
+    }
+    Some(rows)
+}
+
+/// A Delta `add`/`remove` path (a URI path, percent-encoded) as a file path.
+fn percent_decoded(path: &str) -> String {
+    let b = path.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&path[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8(out).expect("a UTF-8 path")
 }
 
 /// A SELECT expression that the `mariadb` client prints the way `mysql_text`

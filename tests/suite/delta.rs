@@ -1,6 +1,7 @@
 //! Every table folder is a Delta Lake table (DESIGN.md "The lake as tables"):
 //! independent readers from PyPI (the `deltalake` package, Polars'
-//! `scan_delta`, DuckDB's delta extension) read exactly the rows of the
+//! `scan_delta`, DuckDB's delta extension, Spark's DataFrame API through a
+//! Sail Spark Connect server) read exactly the rows of the
 //! manifests' files, through DDL, after a kill between a manifest and its
 //! Delta commit, on a local path and on S3.
 
@@ -14,14 +15,19 @@ use serde_json::Value;
 
 /// Pinned reader versions (checked on this machine; DuckDB's extension must
 /// have DuckDB's exact version).
-const READERS: [&str; 6] = [
+const READERS: [&str; 8] = [
     "deltalake==1.6.6",
     "polars==2.1.0",
     "duckdb==1.5.5",
     "duckdb-extension-delta==1.5.5",
     "duckdb-extension-httpfs==1.5.5",
     "pyarrow",
+    "pysail==0.7.2",
+    "pyspark-client==4.2.0",
 ];
+
+/// Every reader tests/delta_read.py knows, for `read_delta`'s `readers`.
+pub(crate) const ALL_READERS: &str = "deltalake,polars,duckdb,spark";
 
 /// Installs the readers with pip unless they import already.
 pub(crate) fn ensure_readers() {
@@ -30,7 +36,7 @@ pub(crate) fn ensure_readers() {
         let present = Command::new("python3")
             .args([
                 "-c",
-                "import deltalake, polars, duckdb, duckdb_extension_delta, duckdb_extension_httpfs, pyarrow; \
+                "import deltalake, polars, duckdb, duckdb_extension_delta, duckdb_extension_httpfs, pyarrow, pysail, pyspark; \
                  assert deltalake.__version__ == '1.6.6' and duckdb.__version__ == '1.5.5'",
             ])
             .output()
@@ -412,14 +418,7 @@ fn readers_see_the_manifests_rows_through_ddl() {
         ("shop.u", &U_COLUMNS[..], &u, (1, 2)),
     ] {
         let uri = folder(&lake, table).display().to_string();
-        let read = assert_readers_agree(
-            &lake,
-            &uri,
-            table,
-            columns,
-            &Value::Null,
-            "deltalake,polars,duckdb",
-        );
+        let read = assert_readers_agree(&lake, &uri, table, columns, &Value::Null, ALL_READERS);
         assert_eq!(read.latest_version, commits.len() as u64 - 1, "{table}");
         assert_eq!(read.protocol, protocol, "{table}");
     }
@@ -428,7 +427,7 @@ fn readers_see_the_manifests_rows_through_ddl() {
         &["_seq", "born"],
         None,
         &Value::Null,
-        "deltalake,polars,duckdb",
+        ALL_READERS,
     );
     for rows in born.rows.values() {
         assert_eq!(rows[0][1].as_deref(), Some("2024-01-02 03:04:05.000000"));
@@ -547,14 +546,8 @@ fn a_column_that_changes_its_type_is_rewritten_for_every_reader() {
         .collect();
     assert_eq!(want.len(), 7, "five inserts and two updates");
     let uri = table_dir.display().to_string();
-    let read = read_delta(
-        &uri,
-        &columns,
-        None,
-        &Value::Null,
-        "deltalake,polars,duckdb",
-    );
-    assert_eq!(read.rows.len(), 3);
+    let read = read_delta(&uri, &columns, None, &Value::Null, ALL_READERS);
+    assert_eq!(read.rows.len(), ALL_READERS.split(',').count());
     for (reader, rows) in &read.rows {
         let got: Vec<Vec<Option<String>>> = rows
             .iter()
@@ -569,13 +562,7 @@ fn a_column_that_changes_its_type_is_rewritten_for_every_reader() {
         first.schema.field_with_name("price").unwrap().data_type(),
         &arrow::datatypes::DataType::Decimal128(8, 2)
     );
-    let v0 = read_delta(
-        &uri,
-        &columns,
-        Some(0),
-        &Value::Null,
-        "deltalake,polars,duckdb",
-    );
+    let v0 = read_delta(&uri, &columns, Some(0), &Value::Null, ALL_READERS);
     for (reader, rows) in &v0.rows {
         assert_eq!(rows.len(), 2, "version 0 read by {reader}");
         assert_eq!(
@@ -646,7 +633,7 @@ fn a_kill_before_the_delta_commit_is_repaired_at_start() {
         "shop.t",
         &T_COLUMNS[..6],
         &Value::Null,
-        "deltalake,polars,duckdb",
+        ALL_READERS,
     );
 }
 
@@ -758,14 +745,7 @@ fn a_checkpoint_every_hundred_commits() {
     assert_eq!(hint["version"], 100);
     assert!(log.join(format!("{:020}.checkpoint.parquet", 100)).exists());
     let uri = folder(&lake, "shop.u").display().to_string();
-    assert_readers_agree(
-        &lake,
-        &uri,
-        "shop.u",
-        &U_COLUMNS,
-        &Value::Null,
-        "deltalake,polars,duckdb",
-    );
+    assert_readers_agree(&lake, &uri, "shop.u", &U_COLUMNS, &Value::Null, ALL_READERS);
     // A restart loads the log from the checkpoint and goes on.
     db.sql("INSERT INTO shop.u VALUES (1000, 1);");
     sluice.run_until_caught_up_ok();
@@ -811,6 +791,6 @@ fn s3_lakes_have_delta_logs() {
         "shop.t",
         &T_COLUMNS[..6],
         &storage,
-        "deltalake,polars,duckdb",
+        ALL_READERS,
     );
 }

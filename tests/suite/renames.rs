@@ -374,6 +374,21 @@ fn pt_osc_cut_over(t: &str) -> String {
     )
 }
 
+/// A hand-made cut-over after `pt_osc_copy`: each table renamed by its own
+/// `ALTER TABLE … RENAME TO`, the new table taking the captured name.
+fn alter_rename_cut_over(t: &str) -> String {
+    format!(
+        "ALTER TABLE shop.{t} RENAME TO shop._{t}_old;
+         ALTER TABLE shop._{t}_new RENAME TO shop.{t};
+         DROP TRIGGER shop.pt_osc_{t}_del;
+         DROP TRIGGER shop.pt_osc_{t}_upd;
+         DROP TRIGGER shop.pt_osc_{t}_ins;
+         DROP TABLE shop._{t}_old;
+         INSERT INTO shop.{t} (id, v) VALUES (8, 'h');
+         UPDATE shop.{t} SET w = 2 WHERE id = 1;\n"
+    )
+}
+
 /// gh-ost up to its cut-over: the ghost table `_<t>_gho` with the new
 /// column, the copy of the rows, and writes to `t` applied to it too (gh-ost
 /// applies them from the binlog).
@@ -404,13 +419,13 @@ fn gh_ost_cut_over(t: &str) -> String {
     )
 }
 
-/// pt-osc and gh-ost cut-overs, each within one fold and across two: the
-/// current table of `t` equals the new table.
+/// pt-osc, gh-ost and `ALTER TABLE … RENAME TO` cut-overs, each within one
+/// fold and across two: the current table of `t` equals the new table.
 fn online_schema_change(helpers_captured: bool) {
     let db = MariaDb::start();
     let mut create = String::from("CREATE DATABASE shop;\n");
     let mut insert = String::new();
-    for t in ["pt", "pu", "gh", "gi"] {
+    for t in ["pt", "pu", "gh", "gi", "al", "am"] {
         create.push_str(&format!(
             "CREATE TABLE shop.{t} (id INT PRIMARY KEY, v VARCHAR(20));\n"
         ));
@@ -432,7 +447,7 @@ fn online_schema_change(helpers_captured: bool) {
         sluice.snapshot = "mode = \"never\"\nnew_tables = \"snapshot\"".into();
     }
     let captured = move |t: &str| helpers_captured || !t.starts_with('_');
-    let names: Vec<String> = ["pt", "pu", "gh", "gi"]
+    let names: Vec<String> = ["pt", "pu", "gh", "gi", "al", "am"]
         .iter()
         .flat_map(|t| {
             [
@@ -448,16 +463,19 @@ fn online_schema_change(helpers_captured: bool) {
     sluice.run_until_caught_up_ok();
     assert_lake_equals_source("before", lake.path(), &db, &names, &captured);
 
-    // pt and gh: the copy in one fold, the cut-over in the next; pu and gi:
-    // all in one fold.
+    // pt, gh and al: the copy in one fold, the cut-over in the next; pu, gi
+    // and am: all in one fold.
     db.sql(&format!(
-        "{}{}{}{}{}{}",
+        "{}{}{}{}{}{}{}{}{}",
         pt_osc_copy("pt"),
         gh_ost_copy("gh"),
+        pt_osc_copy("al"),
         pt_osc_copy("pu"),
         pt_osc_cut_over("pu"),
         gh_ost_copy("gi"),
         gh_ost_cut_over("gi"),
+        pt_osc_copy("am"),
+        alter_rename_cut_over("am"),
     ));
     sluice.run_until_caught_up_ok();
     assert_lake_equals_source(
@@ -470,9 +488,10 @@ fn online_schema_change(helpers_captured: bool) {
     assert_eq!(source_columns(&db, "pu").unwrap(), ["id", "v", "w"]);
 
     db.sql(&format!(
-        "{}{}",
+        "{}{}{}",
         pt_osc_cut_over("pt"),
-        gh_ost_cut_over("gh")
+        gh_ost_cut_over("gh"),
+        alter_rename_cut_over("al")
     ));
     sluice.run_until_caught_up_ok();
     assert_lake_equals_source(
@@ -482,17 +501,18 @@ fn online_schema_change(helpers_captured: bool) {
         &names,
         &captured,
     );
-    let w: Vec<Option<String>> = source_rows(&db, "pt")
-        .values()
-        .map(|r| r[2].clone())
-        .collect();
-    assert!(w.iter().all(Option::is_some), "the new table's w: {w:?}");
+    for t in ["pt", "al"] {
+        let w: Vec<Option<String>> = source_rows(&db, t).values().map(|r| r[2].clone()).collect();
+        assert!(w.iter().all(Option::is_some), "the new {t}'s w: {w:?}");
+    }
 
     // Writes after the cut-over go on landing in the new table.
     db.sql(
         "UPDATE shop.pt SET w = 5 WHERE id = 2;
          DELETE FROM shop.gh WHERE id = 9;
-         INSERT INTO shop.gi (id, v) VALUES (11, 'k');",
+         INSERT INTO shop.gi (id, v) VALUES (11, 'k');
+         UPDATE shop.al SET v = 'al' WHERE id = 6;
+         DELETE FROM shop.am WHERE id = 2;",
     );
     sluice.run_until_caught_up_ok();
     assert_lake_equals_source("after the cut-overs", lake.path(), &db, &names, &captured);
@@ -506,4 +526,161 @@ fn online_schema_change_cut_overs_with_helper_tables_captured() {
 #[test]
 fn online_schema_change_cut_overs_with_helper_tables_filtered_out() {
     online_schema_change(false);
+}
+
+/// The names the random test below gives its tables.
+const POOL: &[&str] = &["ra", "rb", "rc", "rd", "re"];
+
+/// A seeded random differential test of renames and DDL over several
+/// tables: DML, RENAME TABLE (moves, swaps in one statement), `ALTER TABLE
+/// … RENAME TO`, DROP, CREATE (new or LIKE, under names renamed away or
+/// dropped), ALTERs inside and outside the allow-list and key changes, with a
+/// fold after every round: every current table and every changelog replay
+/// equals `SELECT *`. The seed is printed and taken from SLUICE_TEST_SEED.
+#[test]
+fn random_renames_and_ddl_keep_every_table_equal_to_the_source() {
+    let seeds: Vec<u64> = match std::env::var("SLUICE_TEST_SEED") {
+        Ok(s) => vec![s.parse().expect("SLUICE_TEST_SEED is a number")],
+        Err(_) => vec![7, 11],
+    };
+    for seed in seeds {
+        random_renames_against_the_source(seed);
+    }
+}
+
+fn random_renames_against_the_source(seed: u64) {
+    use rand::rngs::StdRng;
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+
+    eprintln!(
+        "random_renames_and_ddl_keep_every_table_equal_to_the_source: SLUICE_TEST_SEED={seed}"
+    );
+    let mut rng = StdRng::seed_from_u64(seed);
+    let db = MariaDb::start();
+    let mut create = String::from("CREATE DATABASE shop;\n");
+    for t in &POOL[..3] {
+        create.push_str(&format!(
+            "CREATE TABLE shop.{t} (id INT PRIMARY KEY, v VARCHAR(20), n INT);\n"
+        ));
+    }
+    db.sql(&create);
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.extra = "[current]\nenabled = true\nrefresh = \"1h\"\n".into();
+    let mut rows = String::new();
+    for t in &POOL[..3] {
+        rows.push_str(&format!(
+            "INSERT INTO shop.{t} VALUES (1, '{t}', 1), (2, '{t}', 2);\n"
+        ));
+    }
+    db.sql(&rows);
+    let all = |_: &str| true;
+    sluice.run_until_caught_up_ok();
+    assert_lake_equals_source("the first fold", lake.path(), &db, POOL, &all);
+
+    let mut exists: Vec<&str> = POOL[..3].to_vec();
+    let mut next_id = 3;
+    let mut added = 0;
+    for round in 0..6 {
+        let mut script = String::from("SET SESSION sql_mode = '';\n");
+        let mut did = Vec::new();
+        for _ in 0..rng.gen_range(4..10) {
+            let absent: Vec<&str> = POOL
+                .iter()
+                .copied()
+                .filter(|t| !exists.contains(t))
+                .collect();
+            let Some(&t) = exists.choose(&mut rng) else {
+                let t = absent[0];
+                script.push_str(&format!(
+                    "CREATE TABLE shop.{t} (id INT PRIMARY KEY, v VARCHAR(20), n INT);\n"
+                ));
+                exists.push(t);
+                continue;
+            };
+            let statement = match rng.gen_range(0..14) {
+                0..=2 => {
+                    next_id += 1;
+                    format!(
+                        "INSERT INTO shop.{t} (id, v, n) VALUES ({next_id}, 'r{round}', {})",
+                        rng.gen_range(-50..50)
+                    )
+                }
+                3 => format!(
+                    "UPDATE shop.{t} SET v = CONCAT(v, '+'), n = n * 3 WHERE id % 2 = {}",
+                    rng.gen_range(0..2)
+                ),
+                4 => format!(
+                    "DELETE FROM shop.{t} WHERE id = {}",
+                    rng.gen_range(1..=next_id)
+                ),
+                5 if !absent.is_empty() => {
+                    let to = *absent.choose(&mut rng).unwrap();
+                    exists.retain(|x| *x != t);
+                    exists.push(to);
+                    format!("RENAME TABLE shop.{t} TO shop.{to}")
+                }
+                6 if exists.len() >= 2 && !absent.is_empty() => {
+                    let other = *exists
+                        .iter()
+                        .filter(|x| **x != t)
+                        .collect::<Vec<_>>()
+                        .choose(&mut rng)
+                        .unwrap();
+                    let tmp = absent[0];
+                    format!(
+                        "RENAME TABLE shop.{t} TO shop.{tmp}, shop.{other} TO shop.{t}, shop.{tmp} TO shop.{other}"
+                    )
+                }
+                7 if !absent.is_empty() => {
+                    let to = *absent.choose(&mut rng).unwrap();
+                    exists.retain(|x| *x != t);
+                    exists.push(to);
+                    format!("ALTER TABLE shop.{t} RENAME TO shop.{to}")
+                }
+                8 => {
+                    exists.retain(|x| *x != t);
+                    format!("DROP TABLE shop.{t}")
+                }
+                9 if !absent.is_empty() => {
+                    let to = *absent.choose(&mut rng).unwrap();
+                    exists.push(to);
+                    format!("CREATE TABLE shop.{to} LIKE shop.{t}")
+                }
+                10 => {
+                    added += 1;
+                    format!("ALTER TABLE shop.{t} ADD COLUMN x{added} INT")
+                }
+                11 => {
+                    added += 1;
+                    format!(
+                        "ALTER TABLE shop.{t} ADD COLUMN x{added} INT NOT NULL DEFAULT {}",
+                        rng.gen_range(0..9)
+                    )
+                }
+                12 => format!(
+                    "ALTER TABLE shop.{t} MODIFY v VARCHAR({})",
+                    [4, 20, 40][rng.gen_range(0..3)]
+                ),
+                _ => format!(
+                    "ALTER TABLE shop.{t} DROP PRIMARY KEY, ADD PRIMARY KEY ({})",
+                    ["id", "id, n"][rng.gen_range(0..2)]
+                ),
+            };
+            script.push_str(&statement);
+            script.push_str(";\n");
+            did.push(statement);
+        }
+        db.sql(&script);
+        sluice.run_until_caught_up_ok();
+        assert_lake_equals_source(
+            &format!("round {round} after {did:?} (SLUICE_TEST_SEED={seed})"),
+            lake.path(),
+            &db,
+            POOL,
+            &all,
+        );
+    }
 }

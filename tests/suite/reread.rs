@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::common::*;
 use crate::delta::read_delta;
 
-const READERS: &str = "deltalake,polars,duckdb";
+const READERS: &str = crate::delta::ALL_READERS;
 
 type Table = BTreeMap<Vec<String>, Vec<Option<String>>>;
 
