@@ -37,8 +37,9 @@ use mysql_common::binlog::BinlogFile;
 
 use sluice::batch::{RowOrigin, TableBuffer};
 use sluice::config::Config;
-use sluice::decode::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
+use sluice::decode::rows::{decode_rows, DecodeStats, RowsKind};
 use sluice::pipeline::{self, RunOptions};
+use sluice::schema::plan::TablePlan;
 use sluice::schema::{ColumnDef, TableSchema};
 use sluice::sink::encode_parquet;
 

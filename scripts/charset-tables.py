@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/decode/charsets/<charset>.bin: the server's own mapping of each
+"""Writes src/types/charsets/<charset>.bin: the server's own mapping of each
 legacy charset to Unicode, as MariaDB's CONVERT(... USING utf8mb4) gives it.
 
 Usage: scripts/charset-tables.py SOCKET   (a MariaDB server, root without password)
@@ -25,7 +25,7 @@ SINGLE = ["armscii8", "ascii", "cp1250", "cp1251", "cp1256", "cp1257", "cp850", 
           "latin1", "latin2", "latin5", "latin7", "macce", "macroman", "swe7", "tis620"]
 MULTI = ["big5", "cp932", "eucjpms", "euckr", "gb2312", "gbk", "sjis", "ujis"]
 THREE = {"ujis", "eucjpms"}
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "decode", "charsets")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "types", "charsets")
 
 
 def query(socket, sql):

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow::array::*;
 use arrow::datatypes::DataType;
 
-use crate::schema::ColumnKind;
+use crate::types::ColumnKind;
 
 pub enum ColumnBuilder {
     I16(Int16Builder),

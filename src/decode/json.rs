@@ -28,7 +28,9 @@ use mysql_common::binlog::jsonb::{self, ObjectKey};
 use mysql_common::constants::ColumnType;
 use mysql_common::io::ParseBuf;
 
-use super::values::{decimal_size, decimal_text, packed_int};
+use super::values::decimal_text;
+use crate::types::codec::decimal_size;
+use crate::types::metadata::packed_int;
 
 /// MySQL refuses documents nested deeper than this (`JSON_DOCUMENT_MAX_DEPTH`);
 /// the limit also keeps a corrupt value from recursing without bound.

@@ -1,9 +1,9 @@
 //! Binlog events to row changes: event classification, transaction
 //! boundaries, GTIDs, and the rows decoder ([`rows`]) that writes straight
-//! into Arrow builders. MySQL 8 only: compressed transactions ([`payload`])
-//! and partial JSON updates ([`rows`], [`json`]).
+//! into Arrow builders, with the plan `schema::plan` made of each TABLE_MAP
+//! from the column types of `crate::types`. MySQL 8 only: compressed
+//! transactions ([`payload`]) and partial JSON updates ([`rows`], [`json`]).
 
-pub mod charsets;
 pub mod compressed;
 pub mod dml;
 pub mod json;

@@ -26,7 +26,8 @@ use std::io::Read;
 use mysql_common::binlog::events::{Event, FormatDescriptionEvent, TransactionPayloadReader};
 
 use super::event_type;
-use super::values::{le_uint, packed_int};
+use super::values::le_uint;
+use crate::types::metadata::packed_int;
 
 /// Compression types (`mysql::binlog::event::compression::type`).
 const ZSTD: u64 = 0;
@@ -281,9 +282,10 @@ mod tests {
 
     use super::*;
     use crate::batch::TableBuffer;
-    use crate::decode::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
+    use crate::decode::rows::{decode_rows, DecodeStats, RowsKind};
     use crate::decode::testing::jsonb as jb;
     use crate::decode::testing::*;
+    use crate::schema::plan::TablePlan;
     use mysql_common::binlog::events::TableMapEvent;
 
     const TABLE_ID: u64 = 0x71;

@@ -19,11 +19,12 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use super::json::{apply_json_diffs, binary_json_to_text};
-use super::rows::{decode_rows, DecodeStats, RowsKind, TablePlan};
+use super::rows::{decode_rows, DecodeStats, RowsKind};
 use super::testing::jsonb::{self as jb, V};
 use super::testing::*;
 use crate::batch::TableBuffer;
 use crate::decode::event_type;
+use crate::schema::plan::TablePlan;
 use crate::schema::{ColumnDef, TableSchema};
 
 fn seed() -> u64 {
@@ -157,7 +158,7 @@ fn schema_of(shapes: &[ColumnShape]) -> Option<Arc<TableSchema>> {
         .enumerate()
         .map(|(i, s)| {
             let charset =
-                crate::schema::types::is_textual(&s.schema_type).then(|| "utf8mb4".to_string());
+                crate::types::column::is_textual(&s.schema_type).then(|| "utf8mb4".to_string());
             ColumnDef::new(
                 format!("c{i}"),
                 s.schema_type.clone(),
@@ -284,7 +285,7 @@ fn cell(rng: &mut StdRng, shape: &ColumnShape, out: &mut Vec<u8>) {
         8 | 5 => random(rng, 8, out),
         246 => random(
             rng,
-            super::values::decimal_size(shape.meta[0], shape.meta[1]),
+            crate::types::codec::decimal_size(shape.meta[0], shape.meta[1]),
             out,
         ),
         18 => random(rng, 5 + fsp_bytes(shape.meta[0]), out),

@@ -7,7 +7,8 @@ use mysql_common::binlog::consts::{BinlogChecksumAlg, BinlogVersion};
 use mysql_common::binlog::events::{BinlogEventFooter, Event, FormatDescriptionEvent};
 
 use crate::batch::RowOrigin;
-use crate::schema::{types, ColumnDef, TableSchema};
+use crate::schema::{ColumnDef, TableSchema};
+use crate::types::column::is_textual;
 
 #[path = "binlog_bytes.rs"]
 mod bytes;
@@ -37,7 +38,7 @@ pub fn table_schema(columns: &[(&str, &str)]) -> Arc<TableSchema> {
         .iter()
         .enumerate()
         .map(|(i, (name, ty))| {
-            let charset = types::is_textual(ty).then(|| "utf8mb4".to_string());
+            let charset = is_textual(ty).then(|| "utf8mb4".to_string());
             ColumnDef::new(*name, *ty, charset, i > 0, i == 0).unwrap()
         })
         .collect();

@@ -4,6 +4,8 @@
 //! <https://dev.mysql.com/doc/dev/mysql-server/latest/classmysql_1_1binlog_1_1event_1_1Rows__event.html>
 //! and `sql/log_event.cc` / `strings/decimal.c` of MySQL and MariaDB.
 
+use crate::types::codec::{decimal_shape_is_valid, decimal_size, DIG2BYTES};
+
 const MICROS_PER_SEC: i64 = 1_000_000;
 const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SEC;
 
@@ -18,177 +20,6 @@ pub fn le_uint(bytes: &[u8]) -> u64 {
         .iter()
         .rev()
         .fold(0u64, |acc, b| (acc << 8) | *b as u64)
-}
-
-/// A MySQL packed integer (`net_field_length`) at the front of `r`, which
-/// is advanced past it: one byte below 251, else 252, 253 or 254 followed by
-/// 2, 3 or 8 little-endian bytes. `None` when truncated or on the NULL
-/// marker 251 (never valid where this is used).
-pub fn packed_int(r: &mut &[u8]) -> Option<u64> {
-    let (&first, tail) = r.split_first()?;
-    let width = match first {
-        0..=250 => {
-            *r = tail;
-            return Some(first as u64);
-        }
-        252 => 2,
-        253 => 3,
-        254 => 8,
-        _ => return None,
-    };
-    let v = le_uint(tail.get(..width)?);
-    *r = &tail[width..];
-    Some(v)
-}
-
-/// The ENUM or SET labels of TABLE_MAP's optional metadata (the raw bytes of
-/// an ENUM_STR_VALUE or SET_STR_VALUE field): per column a packed count,
-/// then that many packed-length strings. Read here rather than through
-/// mysql_common, which reserves memory for the count before it checks it
-/// against the bytes (a corrupt count panics or aborts).
-pub fn enum_set_labels(mut raw: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, String> {
-    let mut columns = Vec::new();
-    while !raw.is_empty() {
-        let count = packed_int(&mut raw).ok_or("ENUM/SET labels: count cut short")?;
-        // Each label takes at least its one length byte.
-        if count > raw.len() as u64 {
-            return Err(format!(
-                "ENUM/SET labels: {count} labels in {} bytes",
-                raw.len()
-            ));
-        }
-        let mut labels = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            let len = packed_int(&mut raw).ok_or("ENUM/SET labels: length cut short")?;
-            let label = raw
-                .get(..usize::try_from(len).map_err(|_| "ENUM/SET labels: label too long")?)
-                .ok_or("ENUM/SET labels: label cut short")?;
-            labels.push(label.to_vec());
-            raw = &raw[label.len()..];
-        }
-        columns.push(labels);
-    }
-    Ok(columns)
-}
-
-/// MariaDB's fixed-size INET4, INET6 and UUID types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Address {
-    Inet4,
-    Inet6,
-    Uuid,
-}
-
-/// A value's text, kept on the stack: the rows decoder prints addresses
-/// without a heap allocation per cell.
-pub struct AddressText {
-    buf: [u8; 48],
-    len: usize,
-}
-
-impl Default for AddressText {
-    fn default() -> Self {
-        AddressText {
-            buf: [0; 48],
-            len: 0,
-        }
-    }
-}
-
-impl AddressText {
-    fn as_str(&self) -> &str {
-        // Only ASCII is ever written.
-        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
-    }
-}
-
-impl std::fmt::Write for AddressText {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        self.buf
-            .get_mut(self.len..end)
-            .ok_or(std::fmt::Error)?
-            .copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
-impl Address {
-    /// The bytes the server stores: 4 for INET4, 16 for INET6 and UUID.
-    pub fn width(self) -> usize {
-        match self {
-            Address::Inet4 => 4,
-            Address::Inet6 | Address::Uuid => 16,
-        }
-    }
-
-    /// The text SELECT prints for a value whose trailing zero bytes the
-    /// binlog stripped (it logs these types as BINARY): dotted quad;
-    /// INET6 as MariaDB's `Inet6::to_string` (MySQL's `INET6_NTOA`):
-    /// `::a.b.c.d` / `::ffff:a.b.c.d` for IPv4-compatible and -mapped
-    /// addresses, else lower-case groups with the longest run of zero
-    /// groups (the first of equals, even a single one) as `::`; UUID as
-    /// lower-case `8-4-4-4-12` in the order the bytes come (MariaDB 10.11
-    /// logs a UUID's bytes in its text order, time-based or not).
-    pub fn text<'o>(self, bytes: &[u8], out: &'o mut AddressText) -> Result<&'o str, String> {
-        use std::fmt::Write as _;
-        let width = self.width();
-        if bytes.len() > width {
-            return Err(format!(
-                "{} bytes for a {self:?} value of {width}",
-                bytes.len()
-            ));
-        }
-        let mut v = [0u8; 16];
-        v[..bytes.len()].copy_from_slice(bytes);
-        out.len = 0;
-        let ipv4 =
-            |out: &mut AddressText, b: &[u8]| write!(out, "{}.{}.{}.{}", b[0], b[1], b[2], b[3]);
-        let printed = match self {
-            Address::Inet4 => ipv4(out, &v),
-            Address::Uuid => v.iter().enumerate().try_for_each(|(i, b)| {
-                if matches!(i, 4 | 6 | 8 | 10) {
-                    out.write_char('-')?;
-                }
-                write!(out, "{b:02x}")
-            }),
-            Address::Inet6 => {
-                let w: [u16; 8] =
-                    std::array::from_fn(|i| u16::from_be_bytes([v[2 * i], v[2 * i + 1]]));
-                if w[..6].iter().all(|x| *x == 0) && w[6] != 0 {
-                    out.write_str("::").and_then(|_| ipv4(out, &v[12..]))
-                } else if w[..5].iter().all(|x| *x == 0) && w[5] == 0xFFFF {
-                    out.write_str("::ffff:").and_then(|_| ipv4(out, &v[12..]))
-                } else {
-                    let (mut gap, mut gap_len, mut run) = (8, 0, 0);
-                    for (i, x) in w.iter().enumerate() {
-                        run = if *x == 0 { run + 1 } else { 0 };
-                        if run > gap_len {
-                            (gap, gap_len) = (i + 1 - run, run);
-                        }
-                    }
-                    let mut i = 0;
-                    let mut result = Ok(());
-                    while i < 8 && result.is_ok() {
-                        if i == gap {
-                            result = out.write_str(if i == 0 { "::" } else { ":" });
-                            i += gap_len;
-                            continue;
-                        }
-                        result = write!(out, "{:x}", w[i]);
-                        if i < 7 && result.is_ok() {
-                            result = out.write_char(':');
-                        }
-                        i += 1;
-                    }
-                    result
-                }
-            }
-        };
-        printed.map_err(|_| format!("{self:?} text too long"))?;
-        Ok(out.as_str())
-    }
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
@@ -321,7 +152,6 @@ pub fn time_v1(bytes: &[u8]) -> i64 {
     secs * MICROS_PER_SEC * v.signum()
 }
 
-const DIG2BYTES: [usize; 10] = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4];
 const POW10: [u64; 10] = [
     1,
     10,
@@ -334,27 +164,6 @@ const POW10: [u64; 10] = [
     100_000_000,
     1_000_000_000,
 ];
-
-/// The largest precision and scale a DECIMAL may have (`DECIMAL_MAX_PRECISION`,
-/// `DECIMAL_MAX_SCALE` of MySQL and MariaDB).
-pub const DECIMAL_MAX_PRECISION: u8 = 65;
-pub const DECIMAL_MAX_SCALE: u8 = 30;
-
-/// Whether `(precision, scale)` is a DECIMAL the server can define: the
-/// binary decoders below rely on it, so metadata read from the binlog is
-/// checked with this before a codec is made of it.
-pub fn decimal_shape_is_valid(precision: u8, scale: u8) -> bool {
-    (1..=DECIMAL_MAX_PRECISION).contains(&precision)
-        && scale <= DECIMAL_MAX_SCALE
-        && scale <= precision
-}
-
-/// Size in bytes of a binary DECIMAL(precision, scale).
-pub fn decimal_size(precision: u8, scale: u8) -> usize {
-    let intg = precision.saturating_sub(scale) as usize;
-    let scale = scale as usize;
-    (intg / 9) * 4 + DIG2BYTES[intg % 9] + (scale / 9) * 4 + DIG2BYTES[scale % 9]
-}
 
 /// Walks the digit groups of a binary DECIMAL, calling `push(group_value,
 /// group_digits)` from the most significant group on. Returns whether the
@@ -636,61 +445,6 @@ mod tests {
         }
         assert_eq!(decimal_size(38, 0), nines.len());
         assert_eq!(decimal128(&nines, 38, 0), Ok(10i128.pow(38) - 1));
-    }
-
-    #[test]
-    fn enum_set_labels_are_read_and_corrupt_counts_refused() {
-        let raw = [2, 1, b'a', 2, 0xF0, 0x9F, 1, 0, 0];
-        assert_eq!(
-            enum_set_labels(&raw).unwrap(),
-            vec![vec![b"a".to_vec(), vec![0xF0, 0x9F]], vec![vec![]], vec![]]
-        );
-        assert!(enum_set_labels(&[254, 255, 255, 255, 255, 255, 255, 255, 127]).is_err());
-        assert!(enum_set_labels(&[1, 5, b'a']).is_err());
-    }
-
-    #[test]
-    fn addresses_print_as_the_server_prints_them() {
-        let text =
-            |a: Address, b: &[u8]| a.text(b, &mut AddressText::default()).unwrap().to_string();
-        let v6 = |s: &[u16; 8]| -> Vec<u8> { s.iter().flat_map(|w| w.to_be_bytes()).collect() };
-        // Expected texts from MariaDB 10.11's CAST('…' AS INET6).
-        for (words, want) in [
-            ([0, 0, 0, 0, 0, 0, 0, 1], "::1"),
-            ([0, 0, 0, 0, 0, 0, 0, 2], "::2"),
-            ([0, 0, 0, 0, 0, 0, 0, 0x100], "::100"),
-            ([0, 0, 0, 0, 0, 0, 1, 0], "::0.1.0.0"),
-            ([0, 0, 0, 0, 0, 0xFFFF, 0, 0], "::ffff:0.0.0.0"),
-            ([0, 0, 0, 0, 0, 0, 0xFFFF, 1], "::255.255.0.1"),
-            ([1, 0, 2, 3, 4, 5, 6, 7], "1::2:3:4:5:6:7"),
-            ([1, 0, 0, 2, 0, 0, 3, 4], "1::2:0:0:3:4"),
-            ([0xABCD, 0, 0, 0, 0, 0, 0, 0], "abcd::"),
-            ([0, 0, 0, 0, 1, 0, 0, 0], "::1:0:0:0"),
-            ([0, 0, 0, 0, 0, 1, 0, 0], "::1:0:0"),
-            ([0, 0, 0, 0, 0, 0xFFFE, 0x102, 0x304], "::fffe:102:304"),
-            ([0, 0, 0, 0, 0, 0, 0, 0], "::"),
-        ] {
-            assert_eq!(text(Address::Inet6, &v6(&words)), want);
-        }
-        // Trailing zeros stripped by the binlog are put back.
-        assert_eq!(
-            text(Address::Inet6, &[0x20, 0x01, 0x0D, 0xB8]),
-            "2001:db8::"
-        );
-        assert_eq!(text(Address::Inet4, &[10]), "10.0.0.0");
-        assert_eq!(
-            text(
-                Address::Uuid,
-                &[
-                    0x12, 0x3E, 0x45, 0x67, 0xE8, 0x9B, 0x12, 0xD3, 0xA4, 0x56, 0x42, 0x66, 0x14,
-                    0x17, 0x40
-                ]
-            ),
-            "123e4567-e89b-12d3-a456-426614174000"
-        );
-        assert!(Address::Inet4
-            .text(&[1; 5], &mut AddressText::default())
-            .is_err());
     }
 
     #[test]

@@ -6,11 +6,13 @@ use mysql_common::collations::{Collation, CollationId};
 use mysql_common::constants::ColumnType;
 
 use super::ddl::{AlterOp, ColumnPosition, ColumnSpec, TableName, UniqueSpec};
-use super::{sort_unique_keys, types, ColumnDef, TableSchema, UniqueKey};
+use super::{sort_unique_keys, ColumnDef, TableSchema, UniqueKey};
+use crate::types::column::{is_textual, max_bytes_per_char, server_type};
+use crate::types::metadata::{enum_set_labels, raw_field};
 
 /// A column's charset: its own, else the table's default (textual types only).
 fn resolve_charset(spec: &ColumnSpec, table_charset: &str) -> Option<String> {
-    if !types::is_textual(&spec.mysql_type) {
+    if !is_textual(&spec.mysql_type) {
         // BINARY/BLOB carry none; MariaDB's JSON is LONGTEXT utf8mb4.
         return if spec.mysql_type.eq_ignore_ascii_case("json") {
             Some("utf8mb4".into())
@@ -29,7 +31,7 @@ fn column_from_spec(spec: &ColumnSpec, table_charset: &str) -> Result<ColumnDef,
     let charset = resolve_charset(spec, table_charset);
     ColumnDef::new(
         spec.name.clone(),
-        types::server_type(&spec.mysql_type, charset.as_deref()),
+        server_type(&spec.mysql_type, charset.as_deref()),
         charset,
         spec.nullable,
         spec.primary_key,
@@ -88,10 +90,7 @@ const MAX_BTREE_KEY_BYTES: u64 = 3072;
 /// hash). Types other than strings count 8 bytes, near enough: only string
 /// keys come near the limit.
 fn key_part_bytes(column: &ColumnDef, prefix: Option<u32>) -> Option<u64> {
-    let per_char = column
-        .charset
-        .as_deref()
-        .map_or(1, types::max_bytes_per_char);
+    let per_char = column.charset.as_deref().map_or(1, max_bytes_per_char);
     let lower = column.mysql_type.to_ascii_lowercase();
     let base = lower
         .split(|c: char| c == '(' || c.is_whitespace())
@@ -420,11 +419,7 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
         AlterOp::ConvertCharset(cs) => {
             t.charset = cs.clone();
             for c in t.columns.iter_mut() {
-                if let Some(from) = c
-                    .charset
-                    .clone()
-                    .filter(|_| types::is_textual(&c.mysql_type))
-                {
+                if let Some(from) = c.charset.clone().filter(|_| is_textual(&c.mysql_type)) {
                     *c = ColumnDef::new(
                         c.name.clone(),
                         converted_type(&c.mysql_type, &from, cs),
@@ -471,10 +466,7 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
 /// TEXT or MEDIUMTEXT whose bytes no longer fit becomes the next larger
 /// text type, and so does a VARCHAR longer than a row allows (65535 bytes).
 fn converted_type(mysql_type: &str, from: &str, to: &str) -> String {
-    let (from_max, to_max) = (
-        types::max_bytes_per_char(from),
-        types::max_bytes_per_char(to),
-    );
+    let (from_max, to_max) = (max_bytes_per_char(from), max_bytes_per_char(to));
     if to_max <= from_max {
         return mysql_type.to_string();
     }
@@ -522,7 +514,7 @@ fn quote_labels(labels: &[String]) -> String {
 /// ENUM/SET labels of TABLE_MAP metadata as text (lossy, as mysql_common's
 /// `value()` was; the exact labels are taken by the decode plan).
 fn labels_text(raw: &[u8]) -> Result<Vec<Vec<String>>, String> {
-    Ok(crate::decode::values::enum_set_labels(raw)?
+    Ok(enum_set_labels(raw)?
         .into_iter()
         .map(|labels| {
             labels
@@ -576,12 +568,8 @@ pub fn derive_from_table_map(
             OptionalMetadataField::ColumnCharset(cc) => {
                 column_charsets = Some(cc.iter_charsets().filter_map(|r| r.ok()).collect())
             }
-            OptionalMetadataField::EnumStrValue(v) => {
-                enum_sets.0 = labels_text(&crate::decode::rows::raw_field(&v))?
-            }
-            OptionalMetadataField::SetStrValue(v) => {
-                enum_sets.1 = labels_text(&crate::decode::rows::raw_field(&v))?
-            }
+            OptionalMetadataField::EnumStrValue(v) => enum_sets.0 = labels_text(&raw_field(&v))?,
+            OptionalMetadataField::SetStrValue(v) => enum_sets.1 = labels_text(&raw_field(&v))?,
             OptionalMetadataField::SimplePrimaryKey(k) => {
                 pk = k
                     .iter_indexes()
@@ -678,10 +666,7 @@ pub fn derive_from_table_map(
                 let bytes = m1 | (((m0 & 0x30) ^ 0x30) << 4);
                 match cs.as_deref() {
                     Some("binary") | None => (format!("binary({bytes})"), None),
-                    Some(c) => (
-                        format!("char({})", bytes / types::max_bytes_per_char(c)),
-                        cs,
-                    ),
+                    Some(c) => (format!("char({})", bytes / max_bytes_per_char(c)), cs),
                 }
             }
             T::MYSQL_TYPE_VARCHAR | T::MYSQL_TYPE_VAR_STRING => {
@@ -691,10 +676,7 @@ pub fn derive_from_table_map(
                 let bytes = (m0 | (m1 << 8)).saturating_sub(header);
                 match cs.as_deref() {
                     Some("binary") | None => (format!("varbinary({bytes})"), None),
-                    Some(c) => (
-                        format!("varchar({})", bytes / types::max_bytes_per_char(c)),
-                        cs,
-                    ),
+                    Some(c) => (format!("varchar({})", bytes / max_bytes_per_char(c)), cs),
                 }
             }
             T::MYSQL_TYPE_BLOB

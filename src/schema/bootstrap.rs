@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 
 use mysql_async::prelude::Queryable;
 
-use super::{ColumnDef, ColumnKind, TableSchema, UniqueKey};
+use super::{ColumnDef, TableSchema, UniqueKey};
 use crate::config::TableFilter;
 use crate::error::{Error, Result};
+use crate::types::ColumnKind;
 
 const COLUMNS_SQL: &str = "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, \
      c.IS_NULLABLE, c.CHARACTER_SET_NAME, t.TABLE_COLLATION \
@@ -161,7 +162,7 @@ pub async fn read_tables(
 /// from `information_schema`: `COLUMNS.COLUMN_TYPE` is utf8mb3 on MariaDB,
 /// and SHOW CREATE TABLE converts labels to utf8mb3 too (checked on MariaDB
 /// 10.11). The exact labels reach sluice only through the TABLE_MAP's FULL
-/// metadata, which the rows decoder prefers (`decode::rows::TablePlan`).
+/// metadata, which the rows decoder prefers (`schema::plan::TablePlan`).
 /// Without it a `?` label cannot be told from a lost character: say so,
 /// with the fix, rather than write `?` into the lake unannounced.
 async fn warn_about_lost_labels(

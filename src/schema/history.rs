@@ -49,7 +49,8 @@ fn columns_json(columns: &[ColumnDef]) -> serde_json::Value {
         .iter()
         .map(|c| {
             let labels = match &c.kind {
-                super::ColumnKind::Enum { labels } | super::ColumnKind::Set { labels } => {
+                crate::types::ColumnKind::Enum { labels }
+                | crate::types::ColumnKind::Set { labels } => {
                     json!(labels.iter().collect::<Vec<_>>())
                 }
                 _ => serde_json::Value::Null,

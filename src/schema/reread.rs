@@ -13,7 +13,8 @@
 use std::fmt;
 
 use super::ddl::AlterOp;
-use super::{ColumnDef, ColumnKind, TableSchema};
+use super::{ColumnDef, TableSchema};
+use crate::types::ColumnKind;
 
 /// What one ALTER did to the columns, beside the new version's shape.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -14,10 +14,10 @@ use super::apply::{
 };
 use super::ddl::{ddl_effect, parse_ddl_on, AlterOp, Change, DdlEffect, ServerVersion, TableName};
 use super::history::{SchemaHistory, TableVersion};
+use super::plan::TablePlan;
 use super::reread::{needs_reread, ColumnStep, RereadReason};
 use super::{ColumnDef, TableSchema, UniqueKey};
 use crate::config::TableFilter;
-use crate::decode::rows::TablePlan;
 use crate::error::{Error, Result};
 use crate::source::BinlogPosition;
 
@@ -852,7 +852,7 @@ fn one_line(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::decode::testing::table_schema;
-    use crate::schema::ColumnKind;
+    use crate::types::ColumnKind;
 
     #[test]
     fn a_derived_shape_keeps_the_address_types_the_history_knew() {

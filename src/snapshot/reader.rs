@@ -13,8 +13,9 @@ use super::values::ChunkBuilder;
 use super::{ChunkId, ChunkRows, KeyValue, Message, Reply, WindowEnd};
 use crate::config::{SnapshotMethod, SourceConfig};
 use crate::error::{Error, Result};
-use crate::schema::{ColumnKind, TableSchema};
+use crate::schema::TableSchema;
 use crate::source::{self, BinlogPosition};
+use crate::types::ColumnKind;
 
 /// A table the reader is to read, and where its committed snapshot ended.
 #[derive(Debug, Clone)]

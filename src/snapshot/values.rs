@@ -10,7 +10,8 @@ use mysql_async::Value;
 
 use crate::batch::column::ColumnBuilder;
 use crate::decode::values::days_from_civil;
-use crate::schema::{Charset, ColumnDef, ColumnKind, TableSchema};
+use crate::schema::{ColumnDef, TableSchema};
+use crate::types::{Charset, ColumnKind};
 
 const MICROS_PER_SEC: i64 = 1_000_000;
 const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SEC;

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray, StructArray};
 use mysql_common::binlog::events::{Event, TableMapEvent};
 
@@ -276,59 +278,6 @@ fn inserts_and_deletes_fill_the_table_columns() {
             "{kind:?}"
         );
     }
-}
-
-fn plan_for(columns: &[(u8, &[u8])], schema: &[(&str, &str)]) -> Result<TablePlan, String> {
-    let body = table_map_body(
-        TABLE_ID,
-        "shop",
-        "items",
-        columns,
-        &vec![true; columns.len()],
-    );
-    let event = read_event(&event_bytes(event_type::TABLE_MAP, 0, &body, false), false);
-    let tme: TableMapEvent<'_> = event.read_event().unwrap();
-    TablePlan::new(table_schema(schema), &tme)
-}
-
-#[test]
-fn corrupt_column_metadata_is_an_error_naming_the_column() {
-    // Issue 11: DECIMAL precision 0 panicked in the decoder.
-    let err = plan_for(
-        &[(3, &[]), (246, &[0, 0])],
-        &[("id", "int"), ("d", "decimal(10,0)")],
-    )
-    .err()
-    .unwrap();
-    assert!(
-        err.contains("column `d`") && err.contains("precision 0"),
-        "{err}"
-    );
-    let err = plan_for(
-        &[(3, &[]), (246, &[10, 40])],
-        &[("id", "int"), ("d", "decimal(10,0)")],
-    )
-    .err()
-    .unwrap();
-    assert!(err.contains("scale 40"), "{err}");
-    // Fractional digits above 6, a BIT width that is not the schema's,
-    // a BLOB length prefix of 0 or 9 bytes: mismatches, not decoders.
-    for (column, ty) in [
-        ((18u8, &[7u8][..]), "datetime(6)"),
-        ((16, &[0, 2]), "bit(8)"),
-        ((252, &[0]), "blob"),
-        ((252, &[9]), "blob"),
-    ] {
-        let err = plan_for(&[(3, &[]), column], &[("id", "int"), ("c", ty)])
-            .err()
-            .unwrap_or_else(|| panic!("{ty} with metadata {:?} was accepted", column.1));
-        assert!(err.contains("column `c`"), "{err}");
-    }
-    assert!(plan_for(
-        &[(3, &[]), (16, &[1, 1])],
-        &[("id", "int"), ("c", "bit(9)")]
-    )
-    .is_ok());
 }
 
 #[test]

@@ -212,7 +212,7 @@ fn enum_label_change_and_primary_key_moves() {
     )
     .unwrap();
     assert!(
-        matches!(&a.columns[1].kind, crate::schema::ColumnKind::Enum { labels } if labels.len() == 3)
+        matches!(&a.columns[1].kind, crate::types::ColumnKind::Enum { labels } if labels.len() == 3)
     );
     assert!(a.columns[0].primary_key);
     let b = apply_alter(

@@ -51,9 +51,9 @@ fn mariadb_address_types_in_create_and_alter() {
     };
     let kinds: Vec<_> = columns
         .iter()
-        .map(|c| crate::schema::types::kind_from_type(&c.mysql_type, None).unwrap())
+        .map(|c| crate::types::column::kind_from_type(&c.mysql_type, None).unwrap())
         .collect();
-    use crate::schema::ColumnKind as K;
+    use crate::types::ColumnKind as K;
     assert_eq!(kinds[1..], [K::Inet4, K::Inet6, K::Uuid]);
     let c = parse_ddl(
         "ALTER TABLE t ADD b2 UUID, ADD COLUMN a2 INET6 AFTER id",
@@ -295,7 +295,7 @@ fn type_spellings_are_the_servers_types() {
     assert_eq!(types_of(&cols), expected);
     for c in &cols {
         assert!(
-            crate::schema::types::kind_from_type(
+            crate::types::column::kind_from_type(
                 &c.mysql_type,
                 c.charset.as_deref().or(Some("utf8mb4"))
             )

@@ -1,11 +1,114 @@
-//! MySQL column type text (`decimal(10,2) unsigned`, `enum('a','b')`,
-//! `VARCHAR(20)`) to a [`ColumnKind`]. The same text comes from
+//! What a column holds ([`ColumnKind`]) and its type in the lake
+//! ([`ColumnKind::arrow_type`]); MySQL column type text
+//! (`decimal(10,2) unsigned`, `enum('a','b')`, `VARCHAR(20)`) to a
+//! [`ColumnKind`]. The same text comes from
 //! `information_schema.COLUMNS.COLUMN_TYPE` and from DDL statements, so one
 //! parser serves the bootstrap, the DDL history and the durable copy.
 
 use std::sync::Arc;
 
-use super::{Charset, ColumnKind};
+use arrow::datatypes::{DataType, Field, TimeUnit};
+
+use super::Charset;
+
+/// What a column holds, as far as decoding and the Arrow type are concerned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnKind {
+    /// TINYINT (1), SMALLINT (2), MEDIUMINT (3), INT (4), BIGINT (8).
+    Int {
+        bytes: u8,
+        unsigned: bool,
+    },
+    Float,
+    Double,
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
+    Date,
+    DateTime {
+        fsp: u8,
+    },
+    Timestamp {
+        fsp: u8,
+    },
+    Time {
+        fsp: u8,
+    },
+    Year,
+    Bit {
+        bits: u16,
+    },
+    Enum {
+        labels: Arc<[String]>,
+    },
+    Set {
+        labels: Arc<[String]>,
+    },
+    Text {
+        charset: Charset,
+    },
+    /// BINARY(n) is padded to `pad_to` bytes (the binlog strips trailing zeros).
+    Binary {
+        pad_to: Option<usize>,
+    },
+    /// MySQL's binary JSON (MariaDB's JSON is LONGTEXT and arrives as Text).
+    Json,
+    Geometry,
+    /// MariaDB's INET4, INET6 and UUID: in the binlog the fixed-size bytes of
+    /// a BINARY(4) / BINARY(16) (its trailing zeros stripped), which only the
+    /// schema history tells apart; in the lake the text SELECT prints.
+    Inet4,
+    Inet6,
+    Uuid,
+}
+
+/// BIGINT UNSIGNED and BIT(64): Delta Lake has no unsigned integers, and 20
+/// digits hold every u64.
+pub const U64_TYPE: DataType = DataType::Decimal128(20, 0);
+
+impl ColumnKind {
+    /// The lake's type of the column: a type Delta Lake and its readers
+    /// accept (no unsigned integers, no durations, no decimals above 38
+    /// digits), holding every value exactly (DESIGN.md, "Types").
+    pub fn arrow_type(&self) -> DataType {
+        match self {
+            ColumnKind::Int {
+                bytes: 8,
+                unsigned: true,
+            } => U64_TYPE,
+            // Every narrower integer, so that INT to BIGINT changes no type.
+            ColumnKind::Int { .. } => DataType::Int64,
+            ColumnKind::Float => DataType::Float32,
+            ColumnKind::Double => DataType::Float64,
+            ColumnKind::Decimal { precision, scale } if *precision <= 38 => {
+                DataType::Decimal128(*precision, *scale as i8)
+            }
+            // The exact text SELECT prints: no reader takes DECIMAL(39..65).
+            ColumnKind::Decimal { .. } => DataType::Utf8,
+            ColumnKind::Date => DataType::Date32,
+            ColumnKind::DateTime { .. } => DataType::Timestamp(TimeUnit::Microsecond, None),
+            ColumnKind::Timestamp { .. } => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+            }
+            // Signed microseconds: TIME spans -838:59:59 to 838:59:59.
+            ColumnKind::Time { .. } => DataType::Int64,
+            ColumnKind::Year => DataType::Int16,
+            ColumnKind::Bit { bits } if *bits >= 64 => U64_TYPE,
+            ColumnKind::Bit { .. } => DataType::Int64,
+            ColumnKind::Enum { .. }
+            | ColumnKind::Text { .. }
+            | ColumnKind::Json
+            | ColumnKind::Inet4
+            | ColumnKind::Inet6
+            | ColumnKind::Uuid => DataType::Utf8,
+            ColumnKind::Set { .. } => {
+                DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
+            }
+            ColumnKind::Binary { .. } | ColumnKind::Geometry => DataType::Binary,
+        }
+    }
+}
 
 /// The base type name and its parenthesised arguments, lower-cased.
 struct TypeText<'a> {
@@ -384,6 +487,55 @@ mod tests {
             ("TEXT", Some("utf8mb4"), "text"),
         ] {
             assert_eq!(server_type(t, cs), server, "{t} {cs:?}");
+        }
+    }
+
+    /// DESIGN.md "Types": every type a Delta Lake type, every value exact.
+    #[test]
+    fn lake_types_are_delta_types() {
+        let us = TimeUnit::Microsecond;
+        for (mysql, want) in [
+            ("tinyint(4)", DataType::Int64),
+            ("tinyint(3) unsigned", DataType::Int64),
+            ("smallint unsigned", DataType::Int64),
+            ("mediumint(8) unsigned", DataType::Int64),
+            ("int(11)", DataType::Int64),
+            ("int(10) unsigned", DataType::Int64),
+            ("bigint(20)", DataType::Int64),
+            ("bigint(20) unsigned", DataType::Decimal128(20, 0)),
+            ("serial", DataType::Decimal128(20, 0)),
+            ("bit(1)", DataType::Int64),
+            ("bit(63)", DataType::Int64),
+            ("bit(64)", DataType::Decimal128(20, 0)),
+            ("decimal(38,10)", DataType::Decimal128(38, 10)),
+            ("decimal(39,0)", DataType::Utf8),
+            ("decimal(65,30) unsigned", DataType::Utf8),
+            ("time(6)", DataType::Int64),
+            ("time", DataType::Int64),
+            ("datetime(3)", DataType::Timestamp(us, None)),
+            ("timestamp(6)", DataType::Timestamp(us, Some("UTC".into()))),
+            ("year(4)", DataType::Int16),
+            ("float", DataType::Float32),
+            ("double", DataType::Float64),
+        ] {
+            assert_eq!(
+                kind_from_type(mysql, None).unwrap().arrow_type(),
+                want,
+                "{mysql}"
+            );
+        }
+        // The widenings migrations do change no lake type.
+        for (from, to) in [
+            ("tinyint", "int"),
+            ("int", "bigint"),
+            ("int unsigned", "bigint"),
+            ("smallint unsigned", "mediumint"),
+        ] {
+            assert_eq!(
+                kind_from_type(from, None).unwrap().arrow_type(),
+                kind_from_type(to, None).unwrap().arrow_type(),
+                "{from} to {to}"
+            );
         }
     }
 }

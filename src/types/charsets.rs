@@ -1,5 +1,7 @@
-//! The server's own mapping of its legacy charsets to Unicode, one table per
-//! charset (`charsets/<name>.bin`, written by `scripts/charset-tables.py`
+//! The character set a text column is in ([`Charset`], from its MySQL name)
+//! and how its bytes become text. For the legacy charsets that is the
+//! server's own mapping to Unicode, one table per charset
+//! (`charsets/<name>.bin`, written by `scripts/charset-tables.py`
 //! from MariaDB's `CONVERT(… USING utf8mb4)`). The WHATWG encodings of
 //! `encoding_rs` differ from the server in hundreds of places (latin5 is
 //! ISO-8859-9 with C1 controls, not windows-1254; tis620 has no Windows-874
@@ -16,6 +18,77 @@
 //! server stores but has no Unicode for is what the server shows: `?`.
 
 use std::borrow::Cow;
+
+/// The character set a text column's bytes are in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charset {
+    /// utf8mb3 / utf8mb4: valid UTF-8 as is.
+    Utf8,
+    /// A legacy charset, through the server's own table (latin1, cp1251,
+    /// sjis, big5, …; see [`CharsetTable`]).
+    Table(&'static CharsetTable),
+    /// A charset the server does not have and `encoding_rs` decodes as
+    /// MySQL does (MySQL's gb18030), or UTF-16 (ucs2 and utf16 are
+    /// UTF-16BE, utf16le UTF-16LE).
+    Legacy(&'static encoding_rs::Encoding),
+    /// utf32: four bytes big-endian per character (not in `encoding_rs`).
+    Utf32,
+}
+
+impl Charset {
+    /// Maps a MySQL charset name; `None` for charsets we cannot decode.
+    pub fn from_mysql(name: &str) -> Option<Charset> {
+        let label = match name {
+            "utf8" | "utf8mb3" | "utf8mb4" => return Some(Charset::Utf8),
+            "utf32" => return Some(Charset::Utf32),
+            "ucs2" | "utf16" => "utf-16be",
+            "utf16le" => "utf-16le",
+            "gb18030" => "gb18030",
+            other => return table(other).map(Charset::Table),
+        };
+        encoding_rs::Encoding::for_label(label.as_bytes()).map(Charset::Legacy)
+    }
+}
+
+impl Charset {
+    /// The text of `bytes` in this charset, as the server converts it, without
+    /// byte-order-mark sniffing (a latin1 value may begin with the bytes of a
+    /// UTF-8 mark). Bytes that are no character in the charset are an error,
+    /// never replaced (a `?` or U+FFFD comes only from the server's own table).
+    #[inline]
+    pub fn decode<'a>(&self, bytes: &'a [u8]) -> Result<std::borrow::Cow<'a, str>, String> {
+        match self {
+            Charset::Utf8 => std::str::from_utf8(bytes)
+                .map(std::borrow::Cow::Borrowed)
+                .map_err(|e| format!("invalid UTF-8: {e}")),
+            Charset::Table(table) => table.decode(bytes),
+            Charset::Legacy(enc) => match enc.decode_without_bom_handling(bytes) {
+                (_, true) => Err(format!(
+                    "bytes that are not valid {} (the column's charset)",
+                    enc.name()
+                )),
+                (text, false) => Ok(text),
+            },
+            Charset::Utf32 => {
+                if bytes.len() % 4 != 0 {
+                    return Err(format!(
+                        "{} bytes are not whole utf32 characters",
+                        bytes.len()
+                    ));
+                }
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| {
+                        let code = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+                        char::from_u32(code)
+                            .ok_or_else(|| format!("U+{code:X} is not a character (utf32)"))
+                    })
+                    .collect::<Result<String, String>>()
+                    .map(std::borrow::Cow::Owned)
+            }
+        }
+    }
+}
 
 const LEAD2: u16 = 0xFFFF;
 const LEAD3: u16 = 0xFFFE;
@@ -193,5 +266,29 @@ mod tests {
         assert!(sjis.decode(&[0x93, 0x20]).is_err(), "a bad second byte");
         assert!(sjis.decode(&[0x80]).is_err());
         assert!(matches!(sjis.decode(b"plain"), Ok(Cow::Borrowed("plain"))));
+    }
+
+    #[test]
+    fn wide_charsets_decode_and_bad_bytes_are_errors() {
+        let ucs2 = Charset::from_mysql("ucs2").unwrap();
+        assert_eq!(ucs2.decode(&[0x00, 0x41, 0x04, 0x16]).unwrap(), "AЖ");
+        let le = Charset::from_mysql("utf16le").unwrap();
+        assert_eq!(le.decode(&[0x3D, 0xD8, 0x09, 0xDE]).unwrap(), "😉");
+        let utf32 = Charset::from_mysql("utf32").unwrap();
+        assert_eq!(
+            utf32.decode(&[0, 1, 0xF6, 0x09, 0, 0, 0, 0x61]).unwrap(),
+            "😉a"
+        );
+        assert!(
+            utf32.decode(&[0, 0, 0xD8, 0]).is_err(),
+            "a surrogate is no character"
+        );
+        assert!(utf32.decode(&[0, 0, 0]).is_err());
+        assert!(ucs2.decode(&[0xD8, 0x00]).is_err(), "a lone surrogate");
+        // No byte-order-mark sniffing: latin1 bytes EF BB BF stay three characters.
+        let latin1 = Charset::from_mysql("latin1").unwrap();
+        assert_eq!(latin1.decode(&[0xEF, 0xBB, 0xBF, 0x80]).unwrap(), "ï»¿€");
+        assert!(Charset::from_mysql("armscii8").is_some());
+        assert!(Charset::from_mysql("klingon").is_none());
     }
 }
