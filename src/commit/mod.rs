@@ -16,6 +16,9 @@ use crate::error::{backoff, Error, Result};
 use crate::sink::store_error;
 use crate::source::Flavor;
 
+mod newest;
+pub use newest::{FoundBy, Newest, HINT_PATH};
+
 pub const MANIFEST_DIR: &str = "_sluice/manifests";
 /// The manifest format; 2 when it carries snapshot state. A lake with a
 /// newer format is refused.
@@ -239,18 +242,12 @@ impl Lake {
         }
     }
 
-    /// The newest committed manifest, if any.
+    /// The newest committed manifest, if any, found without a listing of
+    /// the manifests (see [`Lake::newest_seq`]).
     pub async fn latest_manifest(&self) -> Result<Option<Manifest>> {
-        let prefix = Path::from(MANIFEST_DIR);
-        let metas: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
-        let newest = metas
-            .iter()
-            .filter_map(|m| {
-                let name = m.location.filename()?;
-                name.strip_suffix(".json")?.parse::<u64>().ok()
-            })
-            .max();
-        match newest {
+        let found = self.newest_seq().await?;
+        tracing::debug!(seq = ?found.seq, found_by = ?found.found_by, requests = found.requests, "newest manifest");
+        match found.seq {
             Some(seq) => Ok(Some(self.read_manifest(seq).await?)),
             None => Ok(None),
         }

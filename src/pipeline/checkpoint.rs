@@ -251,6 +251,8 @@ impl Pipeline<'_> {
             return Err(e);
         }
         info!(seq = manifest.seq, files = manifest.files.len(), cursor = %self.position(), "committed");
+        // Never part of the commit: the next start's look-up begins here.
+        self.lake.write_hint(manifest.seq).await;
         let rewound = std::mem::take(&mut self.rewound);
         if self.summary.manifests == 0 || rewound {
             self.remove_orphans_after_first_commit(&manifest).await;

@@ -161,8 +161,18 @@ pub async fn run(
     // Fencing rests on put-if-absent: refuse a store that cannot do it.
     sink::probe_put_if_absent(lake.store.as_ref(), &config.sink.url).await?;
     lake.remove_old_probe_folder();
-    let committed = lake.latest_manifest().await?;
+    let newest = lake.newest_seq().await?;
+    info!(seq = ?newest.seq, found_by = ?newest.found_by, requests = newest.requests, "newest manifest");
+    let committed = match newest.seq {
+        Some(seq) => Some(lake.read_manifest(seq).await?),
+        None => None,
+    };
     if let Some(m) = &committed {
+        if !newest.hint_current {
+            // A lake of an earlier release, or a stale hint: the next start
+            // finds the newest from here.
+            lake.write_hint(m.seq).await;
+        }
         crate::schema::history::check_lake_types(lake.store.as_ref(), m).await?;
     }
 

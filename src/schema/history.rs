@@ -669,6 +669,14 @@ impl SchemaHistory {
             },
             ..Default::default()
         };
+        // Objects of checkpoints up to the one the last sync reached were
+        // loaded or removed then: only later ones cost a read (a start reads
+        // the DDL since the last start, not the history since the lake began).
+        let synced = self
+            .meta("committed_seq")?
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|s| *s <= committed)
+            .unwrap_or(0);
         let prefix = Path::from(LAKE_DIR);
         let objects: Vec<_> = store.list(Some(&prefix)).try_collect().await?;
         let mut writers: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
@@ -676,6 +684,9 @@ impl SchemaHistory {
             let Some((ckpt, writer)) = meta.location.filename().and_then(checkpoint_of) else {
                 continue;
             };
+            if ckpt <= synced {
+                continue;
+            }
             let committed_by = match writers.get(&ckpt) {
                 Some(w) => Some(w.clone()),
                 None if ckpt <= committed => {

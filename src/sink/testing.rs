@@ -107,7 +107,126 @@ impl ObjectStore for FaultyStore {
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.inner.list(prefix)
     }
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// Requests a store was asked, by kind: what a look-up costs.
+#[derive(Debug, Default)]
+pub struct Requests {
+    /// GET and HEAD (a HEAD is a GET without the body).
+    pub gets: AtomicU32,
+    pub puts: AtomicU32,
+    /// Listings started, of any kind.
+    pub lists: AtomicU32,
+    /// Names the listings yielded (S3 answers 1,000 a request).
+    pub listed: Arc<AtomicU32>,
+}
+
+impl Requests {
+    pub fn total(&self) -> u32 {
+        self.gets.load(Ordering::SeqCst)
+            + self.puts.load(Ordering::SeqCst)
+            + self.lists.load(Ordering::SeqCst)
+    }
+
+    pub fn reset(&self) {
+        for n in [&self.gets, &self.puts, &self.lists, &*self.listed] {
+            n.store(0, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A store that counts the requests made to it.
+#[derive(Debug)]
+pub struct CountingStore {
+    pub inner: Arc<dyn ObjectStore>,
+    pub requests: Requests,
+}
+
+impl CountingStore {
+    fn counted(
+        &self,
+        listing: BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        use futures::StreamExt;
+        self.requests.lists.fetch_add(1, Ordering::SeqCst);
+        let listed = self.requests.listed.clone();
+        listing
+            .inspect(move |_| {
+                listed.fetch_add(1, Ordering::SeqCst);
+            })
+            .boxed()
+    }
+}
+
+impl std::fmt::Display for CountingStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CountingStore")
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for CountingStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.requests.puts.fetch_add(1, Ordering::SeqCst);
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.requests.puts.fetch_add(1, Ordering::SeqCst);
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.requests.gets.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.counted(self.inner.list(prefix))
+    }
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.counted(self.inner.list_with_offset(prefix, offset))
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.requests.lists.fetch_add(1, Ordering::SeqCst);
         self.inner.list_with_delimiter(prefix).await
     }
     async fn copy_opts(

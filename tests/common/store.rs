@@ -347,6 +347,53 @@ impl TestLake {
         }
     }
 
+    /// Writes objects (paths relative to the lake root), overwriting; on S3
+    /// 32 at a time.
+    pub fn put_objects(&self, objects: Vec<(String, Vec<u8>)>) {
+        use futures::StreamExt;
+        match &self.s3 {
+            None => {
+                for (rel, body) in objects {
+                    let dest = self.dir.path().join(&rel);
+                    fs::create_dir_all(dest.parent().unwrap()).unwrap();
+                    fs::write(&dest, body).unwrap_or_else(|e| panic!("write {rel}: {e}"));
+                }
+            }
+            Some(s3) => {
+                let puts = futures::stream::iter(objects.into_iter().map(|(rel, body)| {
+                    let key = Self::key(s3, &rel);
+                    async move {
+                        s3.store
+                            .put(&key, PutPayload::from(body))
+                            .await
+                            .unwrap_or_else(|e| panic!("put {key}: {e}"));
+                    }
+                }))
+                .buffer_unordered(32)
+                .collect::<Vec<()>>();
+                s3.rt.block_on(puts);
+            }
+        }
+    }
+
+    /// Deletes objects (paths relative to the lake root); one missing is fine.
+    pub fn delete_objects(&self, rels: &[String]) {
+        for rel in rels {
+            match &self.s3 {
+                None => {
+                    let _ = fs::remove_file(self.dir.path().join(rel));
+                }
+                Some(s3) => {
+                    let key = Self::key(s3, rel);
+                    match s3.rt.block_on(s3.store.delete(&key)) {
+                        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                        Err(e) => panic!("delete {key}: {e}"),
+                    }
+                }
+            }
+        }
+    }
+
     /// Data files (everything outside `_sluice/` and the tables' `_delta_log/`),
     /// relative to the lake root.
     pub fn data_files(&self) -> BTreeSet<String> {

@@ -38,6 +38,7 @@ mod session_settings;
 mod snapshot;
 mod snapshot_ddl;
 mod source_features;
+mod startup;
 mod store_faults;
 mod tls;
 mod transactions;
