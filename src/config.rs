@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 mod values;
-use values::{opt_duration, percent_decode, toml_error};
+use values::{opt_duration, opt_file_size, percent_decode, toml_error};
 pub use values::{
     parse_duration, parse_lake_url, parse_size, MAX_DURATION, MAX_SIZE, MIN_DURATION,
 };
@@ -27,6 +27,7 @@ pub struct Config {
     pub flush: FlushPolicy,
     pub snapshot: SnapshotConfig,
     pub current: CurrentConfig,
+    pub compaction: CompactionConfig,
     pub shutdown_timeout: Duration,
     pub http: HttpConfig,
 }
@@ -50,6 +51,17 @@ pub struct CurrentConfig {
     pub refresh: Duration,
     /// The size a current table's files are kept near.
     pub target_file_bytes: usize,
+}
+
+/// `[compaction]`: small files of the changelog tables rewritten into
+/// files of about the target size (DESIGN.md "A lake that lasts").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactionConfig {
+    pub enabled: bool,
+    /// Files smaller than this are merged into files of about this size.
+    pub target_file_bytes: usize,
+    /// Files younger than this stay as they are.
+    pub min_age: Duration,
 }
 
 /// `[snapshot]`: the initial snapshot of a new lake.
@@ -335,6 +347,8 @@ struct RawConfig {
     http: RawHttp,
     #[serde(default)]
     current: RawCurrent,
+    #[serde(default)]
+    compaction: RawCompaction,
 }
 
 #[derive(Deserialize, Default)]
@@ -351,6 +365,14 @@ struct RawCurrent {
     enabled: Option<bool>,
     refresh: Option<String>,
     target_file_size: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCompaction {
+    enabled: Option<bool>,
+    target_file_size: Option<String>,
+    min_age: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -458,6 +480,7 @@ impl Config {
             flush,
             snapshot: parse_snapshot(raw.snapshot)?,
             current: parse_current(raw.current)?,
+            compaction: parse_compaction(raw.compaction)?,
             shutdown_timeout: opt_duration(raw.shutdown_timeout, "shutdown_timeout", 30)?,
             http: parse_http(raw.http)?,
         })
@@ -488,17 +511,31 @@ fn parse_http(raw: RawHttp) -> std::result::Result<HttpConfig, String> {
 }
 
 fn parse_current(raw: RawCurrent) -> std::result::Result<CurrentConfig, String> {
-    let target_file_bytes = match raw.target_file_size {
-        Some(s) => parse_size(&s).map_err(|e| format!("current.target_file_size: {e}"))?,
-        None => crate::table::current::DEFAULT_TARGET_FILE_BYTES as usize,
-    };
-    if target_file_bytes < 1024 {
-        return Err("current.target_file_size: must be at least 1KiB".into());
-    }
+    let target_file_bytes = opt_file_size(
+        raw.target_file_size,
+        "current.target_file_size",
+        crate::table::current::DEFAULT_TARGET_FILE_BYTES as usize,
+    )?;
     Ok(CurrentConfig {
         enabled: raw.enabled.unwrap_or(true),
         refresh: opt_duration(raw.refresh, "current.refresh", 60)?,
         target_file_bytes,
+    })
+}
+
+/// Default `[compaction] target_file_size`.
+pub const DEFAULT_COMPACTION_TARGET_BYTES: usize = 128 << 20;
+
+fn parse_compaction(raw: RawCompaction) -> std::result::Result<CompactionConfig, String> {
+    let target_file_bytes = opt_file_size(
+        raw.target_file_size,
+        "compaction.target_file_size",
+        DEFAULT_COMPACTION_TARGET_BYTES,
+    )?;
+    Ok(CompactionConfig {
+        enabled: raw.enabled.unwrap_or(true),
+        target_file_bytes,
+        min_age: opt_duration(raw.min_age, "compaction.min_age", 600)?,
     })
 }
 

@@ -419,6 +419,44 @@ fn current_keys_have_defaults_and_errors_name_them() {
 }
 
 #[test]
+fn compaction_keys_have_defaults_and_errors_name_them() {
+    let c = Config::parse(MINIMAL).unwrap();
+    assert_eq!(
+        c.compaction,
+        CompactionConfig {
+            enabled: true,
+            target_file_bytes: 128 << 20,
+            min_age: Duration::from_secs(600),
+        }
+    );
+    let comp = |body: &str| Config::parse(&format!("{MINIMAL}[compaction]\n{body}\n"));
+    let c = comp("enabled = false\ntarget_file_size = \"64KiB\"\nmin_age = \"1s\"").unwrap();
+    assert_eq!(
+        c.compaction,
+        CompactionConfig {
+            enabled: false,
+            target_file_bytes: 64 << 10,
+            min_age: Duration::from_secs(1),
+        }
+    );
+    for (body, key) in [
+        ("min_age = \"soon\"", "compaction.min_age: "),
+        ("min_age = \"0s\"", "compaction.min_age: "),
+        ("target_file_size = \"12\"", "compaction.target_file_size: "),
+        (
+            "target_file_size = \"lots\"",
+            "compaction.target_file_size: ",
+        ),
+        ("enabled = \"yes\"", "compaction.enabled"),
+        ("min_agee = \"1m\"", "min_agee"),
+    ] {
+        let e = comp(body).unwrap_err();
+        assert!(e.contains(key), "{body}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
+
+#[test]
 fn type_errors_name_the_key() {
     let cases = [
         (

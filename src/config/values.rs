@@ -109,6 +109,23 @@ pub(super) fn opt_duration(
     }
 }
 
+/// A target file size: at least 1 KiB (smaller files cost more in
+/// footers and requests than they hold).
+pub(super) fn opt_file_size(
+    value: Option<String>,
+    key: &str,
+    default: usize,
+) -> std::result::Result<usize, String> {
+    let bytes = match value {
+        Some(s) => parse_size(&s).map_err(|e| format!("{key}: {e}"))?,
+        None => default,
+    };
+    if bytes < 1024 {
+        return Err(format!("{key}: must be at least 1KiB"));
+    }
+    Ok(bytes)
+}
+
 /// The shortest duration any key accepts: below it timers round to zero.
 pub const MIN_DURATION: Duration = Duration::from_millis(1);
 /// The longest duration any key accepts. Far beyond any useful timeout or

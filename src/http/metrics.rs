@@ -187,6 +187,10 @@ pub struct Metrics {
     snapshot_state: Family<SnapshotStateLabels, Gauge>,
     fold_lag: Family<TableLabel, Gauge<f64, AtomicU64>>,
     delta_lag: Family<TableLabel, Gauge>,
+    compaction_removed: Family<TableLabel, Counter>,
+    compaction_added: Family<TableLabel, Counter>,
+    compaction_bytes: Family<TableLabel, Counter>,
+    live_files: Family<TableLabel, Gauge>,
     reconnects: Counter,
     errors: Family<KindLabel, Counter>,
     zero_dates: Counter,
@@ -292,6 +296,31 @@ impl Metrics {
             "Manifests with files of the table whose Delta commit is missing from its changelog table's log (0: the log follows the manifests)",
             delta_lag.clone(),
         );
+        let compaction_removed = Family::<TableLabel, Counter>::default();
+        registry.register(
+            "compaction_removed_files",
+            "Small files removed from each changelog table's Delta log by compaction, in this process (they stay in the store)",
+            compaction_removed.clone(),
+        );
+        let compaction_added = Family::<TableLabel, Counter>::default();
+        registry.register(
+            "compaction_added_files",
+            "Files written by compaction into each changelog table, in this process",
+            compaction_added.clone(),
+        );
+        let compaction_bytes = Family::<TableLabel, Counter>::default();
+        registry.register_with_unit(
+            "compaction_written",
+            "Parquet bytes written by compaction into each changelog table, in this process",
+            Unit::Bytes,
+            compaction_bytes.clone(),
+        );
+        let live_files = Family::<TableLabel, Gauge>::default();
+        registry.register(
+            "changelog_live_files",
+            "Live files of each changelog table's Delta table, as its last compaction round saw them",
+            live_files.clone(),
+        );
         let reconnects = Counter::default();
         registry.register(
             "reconnects",
@@ -343,6 +372,10 @@ impl Metrics {
             snapshot_state,
             fold_lag,
             delta_lag,
+            compaction_removed,
+            compaction_added,
+            compaction_bytes,
+            live_files,
             reconnects,
             errors,
             zero_dates,
@@ -427,6 +460,25 @@ impl Metrics {
         self.page()
             .current
             .insert(table.to_string(), (lag_seconds, now_rfc3339()));
+    }
+
+    /// A compaction round went through the changelog table `table`.
+    pub fn compacted(&self, table: &str, r: &crate::table::compaction::CompactionReport) {
+        let label = TableLabel {
+            table: table.to_string(),
+        };
+        self.compaction_removed
+            .get_or_create(&label)
+            .inc_by(r.files_removed as u64);
+        self.compaction_added
+            .get_or_create(&label)
+            .inc_by(r.files_added as u64);
+        self.compaction_bytes
+            .get_or_create(&label)
+            .inc_by(r.bytes_added);
+        self.live_files
+            .get_or_create(&label)
+            .set(r.live_files as i64);
     }
 
     /// The tables whose Delta log lags, after the Delta commits of a

@@ -291,12 +291,17 @@ impl Pipeline<'_> {
             self.committed.as_ref(),
             self.tracker.history(),
         );
+        self.compactions
+            .tick(&self.lake.store, self.committed.as_ref(), &self.metrics);
         Ok(())
     }
 
     /// The last fold of the current tables: at shutdown and at the end of
     /// `--until-caught-up`.
     pub(super) async fn finish_current(&mut self) {
+        // A compaction round in hand stops first: it holds the slot the
+        // last fold needs.
+        self.compactions.stop().await;
         self.current.wait().await;
         let job = self
             .current

@@ -37,14 +37,20 @@ pub struct CurrentFolds {
     tables: Vec<String>,
 }
 
-/// The fold's share of `flush.max_buffer_bytes` (a quarter when folds are
-/// on, else none); the stream's buffers get the rest.
+/// The share of `flush.max_buffer_bytes` of the work beside the stream (a
+/// quarter when folds or compaction are on, else none); the stream's
+/// buffers get the rest. A fold and a table's compaction take turns with it
+/// ([`BACKGROUND`]).
 pub fn fold_share(config: &Config) -> usize {
-    match config.current.enabled {
+    match config.current.enabled || config.compaction.enabled {
         true => config.flush.max_buffer_bytes / 4,
         false => 0,
     }
 }
+
+/// The slot that a fold, or one table's compaction, holds while it runs:
+/// they share one memory share, and never run at once.
+pub static BACKGROUND: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 /// Folds running in this process (one of an earlier pipeline may outlive it
 /// after a rewind).
@@ -225,6 +231,7 @@ async fn timed_fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<(FoldRe
     }
     RUNNING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let _running = Running;
+    let _slot = BACKGROUND.acquire().await;
     let started = Instant::now();
     let report = fold(store, job).await?;
     Ok((report, started.elapsed().as_millis()))

@@ -4,6 +4,7 @@
 //! transactions until their outcome.
 
 mod checkpoint;
+mod compaction;
 mod current;
 mod events;
 mod flush;
@@ -150,6 +151,8 @@ struct Pipeline<'a> {
     idle: bool,
     /// Folds of the changelog into the current-state tables.
     current: current::CurrentFolds,
+    /// Compaction of the changelog tables.
+    compactions: compaction::Compactions,
 }
 
 pub async fn run(
@@ -336,11 +339,13 @@ pub async fn run(
         )
     });
     let read_to = start_position.clone();
+    let writer_id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
     let mut p = Pipeline {
         config,
         lake,
         server,
-        writer_id: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
+        compactions: compaction::Compactions::new(config, &writer_id),
+        writer_id,
         tracker,
         plans: HashMap::new(),
         buffers: BTreeMap::new(),
@@ -505,6 +510,7 @@ impl Pipeline<'_> {
                         self.current.after_commit(&self.lake.store, self.committed.as_ref(), self.tracker.history());
                     }
                     self.current.publish(&self.metrics);
+                    self.compactions.tick(&self.lake.store, self.committed.as_ref(), &self.metrics);
                     if let Some(head) = &stop_at {
                         if !self.in_tx && self.position() >= *head && self.snapshot_done() {
                             self.checkpoint().await?;

@@ -154,25 +154,32 @@ pub async fn probe_put_if_absent(store: &dyn ObjectStore, url: &str) -> Result<(
     Ok(())
 }
 
-/// Encodes one batch as a zstd Parquet file. The Arrow schema travels in the
-/// file metadata so Duration and time zones read back exactly.
+/// How changelog files are written (by the stream and by compaction).
 ///
 /// Dictionary encoding is on only for the low-cardinality CDC columns
 /// (`_op`, `_binlog_file`, `_sql`, `_gtid`): on table columns, mostly unique
 /// values, the dictionary interner cost more CPU than zstd saved (perf
 /// profile in BENCHMARKS.md).
-pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>> {
+pub fn changelog_properties(
+    schema: &arrow::datatypes::Schema,
+) -> Result<parquet::file::properties::WriterPropertiesBuilder> {
     let mut props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1)?))
         .set_max_row_group_row_count(Some(128 * 1024))
         .set_dictionary_enabled(false);
-    for field in batch.schema().fields() {
+    for field in schema.fields() {
         if matches!(field.data_type(), DataType::Dictionary(..)) || field.name() == "_gtid" {
             props =
                 props.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), true);
         }
     }
-    let props = props.build();
+    Ok(props)
+}
+
+/// Encodes one batch as a zstd Parquet file. The Arrow schema travels in the
+/// file metadata so Duration and time zones read back exactly.
+pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>> {
+    let props = changelog_properties(&batch.schema())?.build();
     let mut out = Vec::with_capacity(batch.get_array_memory_size() / 4);
     let mut writer = ArrowWriter::try_new(&mut out, batch.schema(), Some(props))?;
     writer.write(batch)?;

@@ -11,7 +11,9 @@
 //! `rand`, several minutes of CI build for a few hundred lines of JSON. All
 //! Delta code lives in this module, so moving to the kernel touches one place.
 
+pub mod compaction;
 pub mod current;
+mod files;
 mod lag;
 mod legacy_names;
 mod log;

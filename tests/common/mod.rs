@@ -527,6 +527,10 @@ pub struct Sluice {
     /// snapshot off (`mode = "never"`) unless a test sets them: most tests
     /// check the stream from a start position.
     pub snapshot: String,
+    /// Raw TOML lines of `[compaction]`. The harness turns compaction off
+    /// (`enabled = false`) unless a test sets them: most tests check that
+    /// a changelog table's Delta log holds exactly the manifests' files.
+    pub compaction: String,
     /// Raw TOML appended at the end of the file (new sections).
     pub extra: String,
     pub rust_log: String,
@@ -581,6 +585,7 @@ impl Sluice {
             extra_sink: String::new(),
             env: Vec::new(),
             snapshot: "mode = \"never\"".to_owned(),
+            compaction: "enabled = false".to_owned(),
             extra: String::new(),
             rust_log: std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
             timeout: Duration::from_secs(300),
@@ -623,6 +628,8 @@ impl Sluice {
              {extra_flush}\n\
              [snapshot]\n\
              {snapshot}\n\
+             [compaction]\n\
+             {compaction}\n\
              {extra}\n",
             // An empty url leaves it out (offline replay from binlog_dir alone).
             url = if self.url.is_empty() {
@@ -646,6 +653,7 @@ impl Sluice {
             },
             extra_flush = self.extra_flush,
             snapshot = self.snapshot,
+            compaction = self.compaction,
             extra = self.extra,
         )
     }

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 /// Replays the JSON commits of a Delta table: every version names only
 /// files that exist. Returns the number of versions.
-fn assert_every_version_names_existing_files(table_dir: &Path) -> usize {
+pub(crate) fn assert_every_version_names_existing_files(table_dir: &Path) -> usize {
     let commits = delta_commits(table_dir);
     let mut live: BTreeSet<String> = BTreeSet::new();
     for (i, (v, actions)) in commits.iter().enumerate() {

@@ -17,6 +17,7 @@ mod bad_input;
 mod big_transaction;
 mod charsets;
 mod cli;
+mod compaction;
 mod compressed;
 mod current;
 mod ddl_corpus;

@@ -392,6 +392,12 @@ async fn read_mark(store: &dyn ObjectStore, s1: u64) -> u64 {
         .unwrap_or(0)
 }
 
+/// The manifest seq of the last fold in which every table succeeded (0:
+/// none): the folds never read the changelog files up to it again.
+pub async fn last_complete_fold(store: &dyn ObjectStore) -> u64 {
+    read_mark(store, u64::MAX).await
+}
+
 async fn write_mark(store: &dyn ObjectStore, s1: u64) {
     let body = json!({"seq": s1}).to_string();
     if let Err(e) = store

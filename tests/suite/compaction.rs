@@ -1,0 +1,394 @@
+//! Changelog compaction (DESIGN.md "A lake that lasts"): beside a steady
+//! writer at a 200 ms interval, the small files of a changelog table are
+//! merged into files of about the target size in `dataChange: false`
+//! commits, so its live files stay bounded while its rows grow; every
+//! version reads alike for every reader and names existing files; the
+//! Delta table replays to `SELECT *`, and the current table still equals
+//! the source. A kill in the middle of a compaction loses nothing, doubles
+//! nothing and leaves no orphan after the next start.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::common::*;
+use crate::delta::{delta_commits, ensure_readers};
+use crate::delta_logs::assert_every_version_names_existing_files;
+
+type Table = std::collections::BTreeMap<Vec<String>, Vec<Option<String>>>;
+
+const CREATE: &str = "CREATE DATABASE shop;
+     CREATE TABLE shop.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(64));";
+
+fn changelog_dir(lake: &Path, db: &MariaDb) -> PathBuf {
+    lake.join(db.namespace().to_server("shop").as_ref())
+        .join("t")
+}
+
+/// The live files of the latest version of a local Delta table.
+fn live_files(table_dir: &Path) -> BTreeSet<String> {
+    let mut live = BTreeSet::new();
+    for (_, actions) in delta_commits(table_dir) {
+        for a in actions {
+            if let Some(p) = a.get("add").and_then(|x| x["path"].as_str()) {
+                live.insert(p.to_string());
+            }
+            if let Some(p) = a.get("remove").and_then(|x| x["path"].as_str()) {
+                live.remove(p);
+            }
+        }
+    }
+    live
+}
+
+/// The versions whose commit is a compaction.
+fn compaction_versions(table_dir: &Path) -> Vec<u64> {
+    delta_commits(table_dir)
+        .into_iter()
+        .filter(|(_, actions)| {
+            actions
+                .iter()
+                .any(|a| a["commitInfo"]["operation"] == "OPTIMIZE")
+        })
+        .map(|(v, _)| v)
+        .collect()
+}
+
+/// The changes of the live files of the latest version, in `_seq` order;
+/// no `_seq` twice.
+fn delta_rows(table_dir: &Path) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for f in live_files(table_dir) {
+        let file = File::open(table_dir.join(&f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            rows.extend(batch_rows(&batch.unwrap(), 0));
+        }
+    }
+    rows.sort_by_key(|r| r.seq);
+    for w in rows.windows(2) {
+        assert!(
+            w[0].seq < w[1].seq,
+            "_seq {} twice in the Delta table",
+            w[0].seq
+        );
+    }
+    rows
+}
+
+fn source_rows(db: &MariaDb) -> Table {
+    db.query_rows("SELECT * FROM shop.t")
+        .into_iter()
+        .map(|r| (vec![r[0].clone().unwrap_or_default()], r))
+        .collect()
+}
+
+/// One step of the writer: new rows, changed rows, a removed row.
+fn write_step(db: &MariaDb, i: u32) {
+    db.sql(&format!(
+        "INSERT INTO shop.t (v, pad) VALUES ({i}, MD5(RAND())), ({i}, MD5(RAND())), ({i}, MD5(RAND()));
+         UPDATE shop.t SET v = v + 1000 WHERE id % 7 = {};
+         DELETE FROM shop.t WHERE id = {};",
+        i % 7,
+        i * 2
+    ));
+}
+
+/// Every file under the table's `_compacted/` is named by some version.
+fn assert_no_compacted_orphans(table_dir: &Path) {
+    let named: BTreeSet<String> = delta_commits(table_dir)
+        .into_iter()
+        .flat_map(|(_, a)| a)
+        .filter_map(|a| {
+            a.get("add")
+                .and_then(|x| x["path"].as_str())
+                .map(str::to_string)
+        })
+        .collect();
+    let dir = table_dir.join("_compacted");
+    for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let name = format!("_compacted/{}", e.file_name().to_string_lossy());
+        assert!(named.contains(&name), "{name} is in no Delta version");
+    }
+}
+
+/// Reads every version with deltalake, Polars and DuckDB
+/// (tests/delta_versions.py): the readers agree on each, and a compaction's
+/// version holds the rows of the version before it.
+fn assert_versions_read_alike(table_dir: &Path, compactions: &[u64]) {
+    ensure_readers();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delta_versions.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(table_dir)
+        .arg("_seq,_op,id,v,pad")
+        .output()
+        .expect("run tests/delta_versions.py");
+    assert!(
+        out.status.success(),
+        "reading the versions of {table_dir:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let versions = v["versions"].as_object().unwrap();
+    for (version, seen) in versions {
+        let rows = seen["rows"].as_object().unwrap();
+        assert_eq!(rows.len(), 3, "version {version}: three readers");
+        for (reader, r) in rows {
+            assert_eq!(
+                r, &rows["deltalake"],
+                "version {version}: {reader} vs deltalake"
+            );
+        }
+    }
+    for c in compactions {
+        let before = &versions[&(c - 1).to_string()]["rows"]["deltalake"];
+        let after = &versions[&c.to_string()]["rows"]["deltalake"];
+        assert_eq!(before, after, "compaction version {c} changed the rows");
+        assert!(!after.as_array().unwrap().is_empty());
+    }
+}
+
+/// A server with `shop.t`, and a sidecar checkpointing every 200 ms that
+/// compacts files older than a second into files of `target`.
+fn setup(target: &str, current: bool) -> (MariaDb, TempDir, TempDir, Sluice) {
+    let db = MariaDb::start();
+    db.sql(CREATE);
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.interval = "200ms".into();
+    sluice.compaction =
+        format!("enabled = true\ntarget_file_size = \"{target}\"\nmin_age = \"1s\"\n");
+    sluice.extra = format!("[current]\nenabled = {current}\nrefresh = \"1s\"\n");
+    (db, lake, state, sluice)
+}
+
+/// A steady writer, a checkpoint every 200 ms and folds every second: the
+/// changelog table's live files stay bounded while its manifests grow, the
+/// Delta table's every version reads alike and names existing files, its
+/// replay equals `SELECT *`, and so does the current table.
+#[test]
+fn compaction_keeps_live_files_bounded_beside_a_steady_writer() {
+    let (db, lake, _state, sluice) = setup("256KiB", true);
+    let t_dir = changelog_dir(lake.path(), &db);
+    let mut run = sluice.spawn_run(false);
+
+    // (seconds, Delta versions, live files)
+    let mut samples: Vec<(u64, usize, usize)> = Vec::new();
+    let started = Instant::now();
+    let mut i = 0;
+    while started.elapsed() < Duration::from_secs(10) {
+        i += 1;
+        write_step(&db, i);
+        std::thread::sleep(Duration::from_millis(40));
+        if i % 20 == 0 && t_dir.join("_delta_log").is_dir() {
+            let versions = delta_commits(&t_dir).len();
+            samples.push((
+                started.elapsed().as_secs(),
+                versions,
+                live_files(&t_dir).len(),
+            ));
+        }
+    }
+    // Once the writer stops, the last small files are compacted too: the
+    // stream's files are merged (a last one may be left alone), and the
+    // merged ones are about the target size.
+    let target = 256 * 1024;
+    let settled = wait_until(Duration::from_secs(20), || {
+        let live = live_files(&t_dir);
+        let bytes: u64 = live
+            .iter()
+            .map(|f| std::fs::metadata(t_dir.join(f)).unwrap().len())
+            .sum();
+        let small = live
+            .iter()
+            .filter(|f| !f.starts_with("_compacted/"))
+            .count();
+        small <= 2 && live.len() as u64 <= 2 * bytes / target + 2
+    });
+    let status = run.terminate(Duration::from_secs(30));
+    let log = run.log_text();
+    assert!(status.success(), "sluice failed: {}", tail(&log, 40));
+    eprintln!("samples (s, versions, live files): {samples:?}");
+    assert!(
+        settled,
+        "live files did not settle: {} live; log tail:\n{}",
+        live_files(&t_dir).len(),
+        tail(&log, 30)
+    );
+    assert!(
+        log.contains("changelog table compacted"),
+        "{}",
+        tail(&log, 30)
+    );
+    assert!(!log.contains(" ERROR "), "{}", tail(&log, 30));
+
+    let compactions = compaction_versions(&t_dir);
+    assert!(compactions.len() >= 3, "compactions at {compactions:?}");
+    let versions = delta_commits(&t_dir).len();
+    let live = live_files(&t_dir).len();
+    assert!(
+        live * 5 < versions,
+        "{live} live files for {versions} versions"
+    );
+    // While the writer ran, the live files did not grow with the versions
+    // (without compaction they grow by one a version).
+    let late: Vec<_> = samples.iter().filter(|s| s.0 >= 5).collect();
+    let (first, last) = (late.first().unwrap(), late.last().unwrap());
+    let grown = last.1 - first.1;
+    assert!(grown >= 15, "{samples:?}");
+    assert!(
+        (last.2 as i64 - first.2 as i64) * 3 < grown as i64,
+        "live files grew with the versions: {samples:?}"
+    );
+
+    // The compacted files hold the rows in `_seq` order; no row is lost or
+    // doubled: the Delta table holds the manifests' rows and replays to
+    // the source.
+    let rows = delta_rows(&t_dir);
+    let manifests = Lake::read(lake.path());
+    let committed: Vec<i64> = manifests.rows("shop.t").iter().map(|r| r.seq).collect();
+    assert_eq!(
+        rows.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        committed,
+        "the Delta table's rows are the manifests' rows"
+    );
+    let source = source_rows(&db);
+    assert!(source.len() > 100, "{} rows", source.len());
+    assert_same_table("changelog replay", &source, &replay(&rows, &[0]));
+    for f in live_files(&t_dir)
+        .iter()
+        .filter(|f| f.starts_with("_compacted/"))
+    {
+        let file = File::open(t_dir.join(f)).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        let seqs: Vec<i64> = reader
+            .flat_map(|b| batch_rows(&b.unwrap(), 0))
+            .map(|r| r.seq)
+            .collect();
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "{f}: rows out of _seq order"
+        );
+    }
+
+    // Every commit of a compaction changes no data, and removes only files
+    // the manifests or an earlier compaction added.
+    for (v, actions) in delta_commits(&t_dir) {
+        if !compactions.contains(&v) {
+            continue;
+        }
+        for a in &actions {
+            if let Some(x) = a.get("add").or_else(|| a.get("remove")) {
+                assert_eq!(x["dataChange"], false, "version {v}: {x}");
+            }
+            if let Some(add) = a.get("add") {
+                let stats: Value = serde_json::from_str(add["stats"].as_str().unwrap()).unwrap();
+                assert!(stats["numRecords"].as_u64().unwrap() > 0);
+                assert!(stats["minValues"]["_seq"].is_i64(), "{stats}");
+            }
+        }
+    }
+    assert_every_version_names_existing_files(&t_dir);
+    assert_no_compacted_orphans(&t_dir);
+    assert_versions_read_alike(&t_dir, &compactions);
+
+    let current = lake
+        .path()
+        .join("_current")
+        .join(db.namespace().to_server("shop").as_ref())
+        .join("t");
+    assert_same_table(
+        "current table with compaction on",
+        &source_rows(&db),
+        &crate::current::current_rows(&current, &["id", "v", "pad"], None),
+    );
+}
+
+/// A kill between a compaction's new files and its commit: the previous
+/// version stays, nothing is lost or doubled, and the next start deletes the
+/// unfinished file and compacts again.
+#[test]
+fn a_kill_during_compaction_loses_nothing_and_leaves_no_orphan() {
+    let (db, lake, _state, mut sluice) = setup("48KiB", false);
+    sluice
+        .env
+        .push(("SLUICE_TEST_ABORT_IN_COMPACTION".into(), "1".into()));
+    let t_dir = changelog_dir(lake.path(), &db);
+    let mut run = sluice.spawn_run(false);
+    let mut i = 0;
+    let started = Instant::now();
+    while run.try_wait().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no compaction began: {}",
+            run.log_tail(30)
+        );
+        i += 1;
+        write_step(&db, i);
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    assert!(!run.try_wait().unwrap().success());
+    let orphans: Vec<_> = std::fs::read_dir(t_dir.join("_compacted"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(!orphans.is_empty(), "the kill left the new file behind");
+    // The previous version stays: the small files, each row once (the
+    // kill may also have come between a manifest and its Delta commit,
+    // which the next start makes).
+    assert!(compaction_versions(&t_dir).is_empty());
+    let committed: BTreeSet<i64> = Lake::read(lake.path())
+        .rows("shop.t")
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    let before = delta_rows(&t_dir);
+    assert!(before.len() > 10);
+    assert!(before.iter().all(|r| committed.contains(&r.seq)));
+
+    sluice.env.clear();
+    let mut run = sluice.spawn_run(false);
+    let compacted = wait_until(Duration::from_secs(30), || {
+        i += 1;
+        write_step(&db, i);
+        std::thread::sleep(Duration::from_millis(40));
+        !compaction_versions(&t_dir).is_empty()
+    });
+    let status = run.terminate(Duration::from_secs(30));
+    let log = run.log_text();
+    assert!(status.success(), "{}", tail(&log, 40));
+    assert!(
+        compacted,
+        "no compaction after the restart: {}",
+        tail(&log, 30)
+    );
+    assert!(
+        log.contains("removed compacted files that no Delta version names"),
+        "{}",
+        tail(&log, 30)
+    );
+    assert_no_compacted_orphans(&t_dir);
+    assert_every_version_names_existing_files(&t_dir);
+    let rows = delta_rows(&t_dir);
+    let committed: Vec<i64> = Lake::read(lake.path())
+        .rows("shop.t")
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(rows.iter().map(|r| r.seq).collect::<Vec<_>>(), committed);
+    assert_same_table("changelog replay", &source_rows(&db), &replay(&rows, &[0]));
+}
