@@ -114,6 +114,7 @@ impl SnapshotRun {
             .map(|(table, t)| Work {
                 table: table.clone(),
                 after: t.last_key.clone(),
+                key: t.key.clone(),
             })
             .collect();
         let (tx, rx) = mpsc::channel(4);
@@ -548,6 +549,7 @@ impl Pipeline<'_> {
         if rows.last_part {
             t.chunks += 1;
             t.last_key = rows.last_key;
+            t.key = rows.key;
         }
         if rows.last_chunk && rows.last_part {
             finish_table(t);

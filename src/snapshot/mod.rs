@@ -68,6 +68,22 @@ pub struct TableSnapshot {
     /// RENAME of it moves the re-read to the new name, its DROP ends it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub awaiting: bool,
+    /// The key `last_key` is a key of, as the reader orders by it: a
+    /// snapshot resumed after a stop whose key changed meanwhile (another
+    /// column, type class or collation) starts the table over instead of
+    /// binding the old key's values to the new key. Absent in manifests of
+    /// earlier releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<Vec<KeyOrder>>,
+}
+
+/// A key column as the snapshot reader orders rows by it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyOrder {
+    pub name: String,
+    /// `number` (integers, ENUM, SET, BIT), `<charset>/<collation>` for
+    /// text, `value` otherwise: two keys order alike when these agree.
+    pub order: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +105,7 @@ impl TableSnapshot {
             done_at: None,
             request: None,
             awaiting: false,
+            key: None,
         }
     }
 
@@ -269,6 +286,8 @@ pub struct ChunkRows {
     pub rows: usize,
     /// The key of the last row (the next chunk's lower bound).
     pub last_key: Option<Vec<KeyValue>>,
+    /// The key `last_key` is a key of.
+    pub key: Option<Vec<KeyOrder>>,
     /// The table's snapshot is complete with this chunk.
     pub last_chunk: bool,
     /// A keyless read sends its rows in parts; this is the last one.

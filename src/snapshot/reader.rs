@@ -7,10 +7,10 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Value};
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::values::ChunkBuilder;
-use super::{ChunkId, ChunkRows, KeyValue, Message, Reply, WindowEnd};
+use super::{ChunkId, ChunkRows, KeyOrder, KeyValue, Message, Reply, WindowEnd};
 use crate::config::{SnapshotMethod, SourceConfig};
 use crate::error::{Error, Result};
 use crate::schema::TableSchema;
@@ -22,6 +22,8 @@ use crate::types::ColumnKind;
 pub struct Work {
     pub table: String,
     pub after: Option<Vec<KeyValue>>,
+    /// The key `after` is a key of (`None` from earlier releases).
+    pub key: Option<Vec<KeyOrder>>,
 }
 
 /// A key column and how its values are read and bound.
@@ -55,6 +57,7 @@ pub fn spawn(
             chunk_rows,
             method,
             next_chunk: 0,
+            key: None,
         };
         let outcome = reader.read_all(&source, server_id, work).await;
         let last = match outcome {
@@ -73,6 +76,8 @@ struct Reader {
     /// `Watermark`.
     method: SnapshotMethod,
     next_chunk: ChunkId,
+    /// The key of the table being read, sent with its chunks.
+    key: Option<Vec<KeyOrder>>,
 }
 
 /// Why reading stops early.
@@ -135,8 +140,17 @@ impl Reader {
         if watermark && key.is_none() {
             return Err(Halt::Failed(keyless_under_watermark(table)));
         }
-        let mut key = key;
         let mut after = w.after;
+        if after.is_some() && !resumes_under(w.key.as_deref(), key.as_deref(), after.as_deref()) {
+            // Stopped mid-snapshot, and the key changed meanwhile: the saved
+            // last key is a key of another order. Reading from the first row
+            // again puts rows already read once more (the same rows, keyed
+            // alike), never skips one; the DDL, once streamed, re-reads it.
+            warn!(%table, from = ?w.key.as_ref().map(|k| k.iter().map(|c| c.name.as_str()).collect::<Vec<_>>()), to = %key_names(key.as_deref()), "the table's key changed while sluice was stopped: its snapshot starts over from the first row");
+            after = None;
+        }
+        self.key = key.as_deref().map(key_orders);
+        let mut key = key;
         let mut retries = 0u32;
         loop {
             self.next_chunk += 1;
@@ -299,6 +313,7 @@ impl Reader {
         if self.method == SnapshotMethod::Watermark && now.is_none() {
             return Err(Halt::Failed(keyless_under_watermark(table)));
         }
+        self.key = now.as_deref().map(key_orders);
         *key = now;
         Ok(())
     }
@@ -431,6 +446,7 @@ impl Reader {
                 columns,
                 rows,
                 last_key,
+                key: self.key.clone(),
                 last_chunk,
                 last_part,
                 zero_dates,
@@ -507,6 +523,41 @@ fn same_order(before: Option<&[KeyColumn]>, now: Option<&[KeyColumn]>) -> bool {
         }
         (None, None) => true,
         _ => false,
+    }
+}
+
+/// How the reader orders by each key column (see [`KeyOrder`]).
+fn key_orders(key: &[KeyColumn]) -> Vec<KeyOrder> {
+    key.iter()
+        .map(|c| KeyOrder {
+            name: c.name.clone(),
+            order: match (&c.collation, c.numeric) {
+                (_, true) => "number".into(),
+                (Some((charset, collation)), false) => format!("{charset}/{collation}"),
+                (None, false) => "value".into(),
+            },
+        })
+        .collect()
+}
+
+/// Whether a snapshot saved with key `saved` and last key `after` goes on
+/// after it under the key the table has `now`: the same order (a renamed
+/// key column keeps it); without a saved key (earlier releases), as many
+/// values as key columns.
+fn resumes_under(
+    saved: Option<&[KeyOrder]>,
+    now: Option<&[KeyColumn]>,
+    after: Option<&[KeyValue]>,
+) -> bool {
+    let Some(now) = now else {
+        return false;
+    };
+    match saved {
+        Some(saved) => {
+            let now = key_orders(now);
+            saved.len() == now.len() && saved.iter().zip(&now).all(|(a, b)| a.order == b.order)
+        }
+        None => after.is_some_and(|a| a.len() == now.len()),
     }
 }
 

@@ -195,3 +195,67 @@ fn xa_commits_and_rollbacks_inside_watermark_windows_leave_no_stale_or_lost_row(
     assert_eq!(source.len() as u64, rows);
     assert_same_table("shop.items", &source, &lake.replay("shop.items", &[0]));
 }
+
+/// A snapshot stopped part-way whose key changes order while sluice is
+/// stopped (a collation change of the key column, which keeps every value
+/// and is not re-read): the saved last key belongs to the old order, so the
+/// resumed snapshot starts the table over rather than going on after it in
+/// the new order, which would skip rows.
+#[test]
+fn a_key_whose_order_changed_while_stopped_starts_the_snapshot_over() {
+    let db = MariaDb::start();
+    // Mixed case: `_general_ci` interleaves it, `_bin` puts capitals first.
+    keyed_table(
+        &db,
+        "CREATE TABLE shop.items (code VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci \
+         NOT NULL PRIMARY KEY, v INT);",
+        6_000,
+        |i| {
+            let c = if i % 2 == 0 { 'a' } else { 'A' };
+            format!("('{c}{:05}', {i})", (i * 7_919) % 6_007)
+        },
+    );
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
+    sluice.snapshot = "chunk_rows = 20".into();
+    sluice.interval = "50ms".into();
+    let mut run = sluice.spawn_run(false);
+    let part_way = wait_until(Duration::from_secs(60), || {
+        let lake = Lake::read_committed(lake_dir.path());
+        lake.manifests.last().is_some_and(|m| {
+            let rows = m["snapshot"]["shop.items"]["rows"].as_u64().unwrap_or(0);
+            rows >= 400 && m["snapshot"]["shop.items"]["state"] == "running"
+        })
+    });
+    assert!(
+        part_way,
+        "the snapshot did not get part-way:\n{}",
+        run.log_tail(30)
+    );
+    run.kill();
+    let lake = Lake::read_committed(lake_dir.path());
+    let saved = &lake.manifests.last().unwrap()["snapshot"]["shop.items"];
+    assert_eq!(saved["state"], "running", "{saved}");
+    assert_eq!(
+        saved["key"][0]["order"], "utf8mb4/utf8mb4_general_ci",
+        "{saved}"
+    );
+
+    db.sql(
+        "ALTER TABLE shop.items MODIFY code VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL;",
+    );
+    let out = sluice.run_until_caught_up_ok();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("its snapshot starts over"),
+        "the resumed snapshot went on after a key of the old order"
+    );
+    let lake = Lake::read(lake_dir.path());
+    assert_eq!(
+        lake.manifests.last().unwrap()["snapshot"]["shop.items"]["state"],
+        "done"
+    );
+    let source = db.table_map("SELECT code, v FROM shop.items", &[0]);
+    assert_eq!(source.len(), 6_000);
+    assert_same_table("shop.items", &source, &lake.replay("shop.items", &[0]));
+}
