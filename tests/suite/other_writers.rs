@@ -105,7 +105,7 @@ fn latest_configuration(dir: &Path) -> Value {
         .into_iter()
         .flat_map(|(_, a)| a)
         .filter_map(|a| a.get("metaData").map(|m| m["configuration"].clone()))
-        .last()
+        .next_back()
         .expect("a metaData")
 }
 
@@ -115,7 +115,7 @@ fn last_sluice_version(dir: &Path) -> Option<u64> {
         .into_iter()
         .filter(|(_, a)| a.iter().any(|a| a["commitInfo"]["sluice"].is_object()))
         .map(|(v, _)| v)
-        .last()
+        .next_back()
 }
 
 #[test]
