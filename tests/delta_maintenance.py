@@ -22,7 +22,9 @@ def main():
     seed, seconds, tables = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
     rng = random.Random(seed)
     done, failed = [], []
-    ops = ["compact", "z_order", "vacuum", "checkpoint", "properties"]
+    # `compact_vacuum`: an OPTIMIZE and at once a VACUUM, so that files a
+    # fold has not read yet are gone before it reads them.
+    ops = ["compact", "z_order", "vacuum", "compact_vacuum", "checkpoint", "properties"]
     end = time.monotonic() + seconds
     n = 0
     while time.monotonic() < end:
@@ -36,6 +38,9 @@ def main():
                 dt.optimize.compact()
             elif op == "z_order":
                 dt.optimize.z_order(["id"])
+            elif op == "compact_vacuum":
+                dt.optimize.compact()
+                DeltaTable(table).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
             elif op == "vacuum":
                 dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
             elif op == "checkpoint":
