@@ -115,19 +115,45 @@ fn unreadable(table: &Path, why: impl std::fmt::Display) -> Error {
 /// `_last_checkpoint` hint names, then every commit file after it.
 pub async fn load(store: &dyn ObjectStore, table: &Path, with_files: bool) -> Result<TableState> {
     let mut state = TableState::default();
-    let hint = match store.get(&last_checkpoint_path(table)).await {
+    let (hint, parts) = match store.get(&last_checkpoint_path(table)).await {
         Ok(got) => {
             let v: Value = serde_json::from_slice(&got.bytes().await?)
                 .map_err(|e| unreadable(table, format!("_last_checkpoint: {e}")))?;
-            v.get("version").and_then(Value::as_u64)
+            if v.get("v2Checkpoint").is_some_and(|c| !c.is_null()) {
+                return Err(unreadable(
+                    table,
+                    "another writer made a V2 checkpoint (the `v2Checkpoint` table feature), which sluice does not read; make a classic checkpoint of the table (Spark: `delta.checkpointPolicy` = `classic`)",
+                ));
+            }
+            let parts = v.get("parts").and_then(Value::as_u64).filter(|n| *n > 1);
+            (v.get("version").and_then(Value::as_u64), parts)
         }
-        Err(object_store::Error::NotFound { .. }) => None,
+        Err(object_store::Error::NotFound { .. }) => (None, None),
         Err(e) => return Err(e.into()),
     };
     if let Some(c) = hint {
-        let bytes = store.get(&checkpoint_path(table, c)).await?.bytes().await?;
-        for action in read_checkpoint(bytes).map_err(|e| unreadable(table, e))? {
-            state.apply(&action, with_files);
+        // Spark writes a large checkpoint in parts:
+        // `<version>.checkpoint.<part>.<parts>.parquet`, each 10 digits.
+        let paths: Vec<Path> = match parts {
+            None => vec![checkpoint_path(table, c)],
+            Some(n) => (1..=n)
+                .map(|i| log_dir(table).join(format!("{c:020}.checkpoint.{i:010}.{n:010}.parquet")))
+                .collect(),
+        };
+        for path in paths {
+            let bytes = match store.get(&path).await {
+                Ok(got) => got.bytes().await?,
+                Err(object_store::Error::NotFound { .. }) => {
+                    return Err(unreadable(
+                        table,
+                        format!("_last_checkpoint names checkpoint {c}, but {path} is not there: a checkpoint of another name (a V2 checkpoint's `<version>.checkpoint.<uuid>`) is not read by sluice; make a classic checkpoint"),
+                    ))
+                }
+                Err(e) => return Err(e.into()),
+            };
+            for action in read_checkpoint(bytes).map_err(|e| unreadable(table, e))? {
+                state.apply(&action, with_files);
+            }
         }
         state.version = Some(c);
     }
@@ -440,6 +466,85 @@ pub async fn write_checkpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn reads_multi_part_checkpoints_and_refuses_v2_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::sink::open_local(dir.path()).unwrap();
+        let table = Path::from("db/t");
+        let add = |n: u64| {
+            json!({"add": {"path": format!("part-{n}.parquet"), "partitionValues": {}, "size": n,
+                   "modificationTime": 1000 + n, "dataChange": true}})
+        };
+        put_commit(store.as_ref(), &table, 0, &[add(1)])
+            .await
+            .unwrap();
+        put_commit(store.as_ref(), &table, 1, &[add(2)])
+            .await
+            .unwrap();
+        let state = load(store.as_ref(), &table, true).await.unwrap();
+        write_checkpoint(store.as_ref(), &table, &state, 1, 0)
+            .await
+            .unwrap();
+        // Two parts as Spark names them (here the same actions twice), and a
+        // commit after them that only the parts' version skips to.
+        let one = store
+            .get(&checkpoint_path(&table, 1))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        store.delete(&checkpoint_path(&table, 1)).await.unwrap();
+        for i in 1..=2 {
+            let part =
+                log_dir(&table).join(format!("{:020}.checkpoint.{i:010}.{:010}.parquet", 1, 2));
+            store
+                .put(&part, PutPayload::from(one.clone()))
+                .await
+                .unwrap();
+        }
+        store.delete(&commit_path(&table, 0)).await.unwrap();
+        store
+            .put(
+                &last_checkpoint_path(&table),
+                PutPayload::from(r#"{"version":1,"size":4,"parts":2}"#),
+            )
+            .await
+            .unwrap();
+        put_commit(store.as_ref(), &table, 2, &[add(3)])
+            .await
+            .unwrap();
+        let got = load(store.as_ref(), &table, true).await.unwrap();
+        assert_eq!(got.version, Some(2));
+        assert_eq!(got.files.len(), 3);
+
+        store
+            .put(
+                &last_checkpoint_path(&table),
+                PutPayload::from(r#"{"version":1,"size":4,"v2Checkpoint":{"path":"x"}}"#),
+            )
+            .await
+            .unwrap();
+        let err = load(store.as_ref(), &table, true).await.unwrap_err();
+        assert!(
+            err.to_string().contains("db/t") && err.to_string().contains("V2"),
+            "{err}"
+        );
+
+        store
+            .put(
+                &last_checkpoint_path(&table),
+                PutPayload::from(r#"{"version":1,"size":4}"#),
+            )
+            .await
+            .unwrap();
+        let err = load(store.as_ref(), &table, true).await.unwrap_err();
+        assert!(
+            err.to_string().contains("db/t") && err.to_string().contains("checkpoint 1"),
+            "{err}"
+        );
+    }
 
     #[tokio::test]
     async fn a_checkpoint_replays_like_the_commits_it_replaces() {

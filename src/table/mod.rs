@@ -40,7 +40,7 @@ pub use lag::{lake_lags, DeltaLag};
 pub use log::{TableState, APP_ID, CHECKPOINT_INTERVAL, LOG_DIR};
 
 /// The table folder `<db>/<table>` of a data file, as stored (encoded).
-fn table_dir(file: &DataFile) -> Path {
+pub(crate) fn table_dir(file: &DataFile) -> Path {
     let path = stored_path(&file.path);
     let parts: Vec<_> = path.parts().collect();
     Path::from_iter(parts[..parts.len().saturating_sub(1)].iter().cloned())

@@ -31,6 +31,7 @@ mod harness;
 mod http;
 mod lake_names;
 mod mysql8_binlog;
+mod other_writers;
 mod renames;
 mod reread;
 mod resilience;

@@ -14,6 +14,7 @@ use arrow::array::{BinaryArray, BooleanArray};
 use futures::TryStreamExt;
 use parquet::arrow::AsyncArrowWriter;
 
+use super::super::compaction::plan::LiveFile;
 use super::super::files::{open_parquet, open_parquet_leaves};
 use super::apply::{place, Place};
 use super::sort::{Merge, Sorter, KEY, REMOVED, VALUES};
@@ -41,107 +42,301 @@ struct Target<'a> {
     key_idx: Vec<usize>,
 }
 
-/// Reads the changelog files after manifest `after` into `sorter`.
-async fn read_change_rows(
+/// A changelog file a fold reads, and which of its rows it takes.
+struct ChangeSource {
+    path: Path,
+    bytes: Option<u64>,
+    /// The rows taken, each range with the schema version its rows were
+    /// written in: a manifest's own file is one range of every row; a file
+    /// that another writer (OPTIMIZE, compaction, a type rewrite) made of
+    /// files the fold needs holds other rows too.
+    ranges: Vec<SeqRange>,
+}
+
+/// The rows with `_seq` in `lo..hi`, written in schema `version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct SeqRange {
+    lo: i64,
+    hi: i64,
+    version: u32,
+}
+
+impl ChangeSource {
+    fn manifest_file(f: &DataFile) -> ChangeSource {
+        ChangeSource {
+            path: stored_path(&f.path),
+            bytes: Some(f.bytes),
+            ranges: vec![SeqRange {
+                lo: i64::MIN,
+                hi: i64::MAX,
+                version: f.schema_version,
+            }],
+        }
+    }
+}
+
+/// The manifests' files after manifest `after`, read as they are.
+fn manifest_sources(files: &[(u64, DataFile)], after: u64) -> Vec<ChangeSource> {
+    files
+        .iter()
+        .filter(|(seq, _)| *seq > after)
+        .map(|(_, f)| ChangeSource::manifest_file(f))
+        .collect()
+}
+
+/// The same rows, read from what each changelog's Delta log holds now:
+/// the manifests' files it still lists (or has not listed yet) as they are,
+/// and for those another writer removed (OPTIMIZE, then VACUUM may have
+/// deleted them), the rows of their manifests' `_seq` ranges from the live
+/// files that cover them. `None` when no file was removed: the manifests'
+/// files are what the log holds.
+async fn live_sources(
     ctx: &Ctx<'_>,
     t: &FoldTable,
     files: &[(u64, DataFile)],
     after: u64,
+    next_seqs: &BTreeMap<u64, i64>,
+) -> Result<Option<Vec<ChangeSource>>> {
+    let mut by_dir: BTreeMap<String, Vec<(u64, &DataFile)>> = BTreeMap::new();
+    for (seq, f) in files.iter().filter(|(seq, _)| *seq > after) {
+        by_dir
+            .entry(super::super::table_dir(f).to_string())
+            .or_default()
+            .push((*seq, f));
+    }
+    let mut before_first: Option<i64> = None;
+    let mut out = Vec::new();
+    let mut replaced_any = false;
+    for (dir, files) in by_dir {
+        let dir = Path::from(dir);
+        let state = log::load(ctx.store.as_ref(), &dir, true).await?;
+        let mut replaced: Vec<SeqRange> = Vec::new();
+        let mut direct = std::collections::BTreeSet::new();
+        for (seq, f) in files {
+            let name = stored_path(&f.path)
+                .filename()
+                .unwrap_or_default()
+                .to_string();
+            if state.files.contains_key(&name) || seq > state.applied {
+                direct.insert(name);
+                out.push(ChangeSource::manifest_file(f));
+                continue;
+            }
+            // The rows of manifest `seq` are those from the previous
+            // manifest's next `_seq` up to its own.
+            let lo = match next_seqs.range(..seq).next_back() {
+                Some((_, n)) => *n,
+                None => match before_first {
+                    Some(n) => n,
+                    None => {
+                        let n = if after == 0 {
+                            i64::MIN
+                        } else {
+                            Lake::new(ctx.store.clone())
+                                .read_manifest(after)
+                                .await?
+                                .cursor
+                                .next_seq
+                        };
+                        *before_first.insert(n)
+                    }
+                },
+            };
+            let hi = next_seqs.get(&seq).copied().ok_or_else(|| {
+                lake_err(t, format!("manifest {seq} was not read before the fold"))
+            })?;
+            replaced.push(SeqRange {
+                lo,
+                hi,
+                version: f.schema_version,
+            });
+        }
+        if replaced.is_empty() {
+            continue;
+        }
+        replaced_any = true;
+        replaced.sort_unstable();
+        replaced.dedup();
+        if let Some(w) = replaced
+            .windows(2)
+            .find(|w| w[0].lo < w[1].hi && w[1].lo < w[0].hi)
+        {
+            return Err(lake_err(
+                t,
+                format!(
+                    "another writer replaced the changelog files of {dir} in _seq {}..{}, which hold rows of schema versions {} and {}: the fold cannot tell them apart",
+                    w[1].lo, w[0].hi, w[0].version, w[1].version
+                ),
+            ));
+        }
+        for (path, add) in &state.files {
+            if direct.contains(path) {
+                continue;
+            }
+            let live = LiveFile::of_add(path, add);
+            let ranges: Vec<SeqRange> = replaced
+                .iter()
+                .copied()
+                .filter(|r| live.seqs.is_none_or(|(lo, hi)| lo < r.hi && r.lo <= hi))
+                .collect();
+            if ranges.is_empty() {
+                continue;
+            }
+            out.push(ChangeSource {
+                path: path.split('/').fold(dir.clone(), |p, part| p.join(part)),
+                bytes: Some(live.size),
+                ranges,
+            });
+        }
+    }
+    Ok(replaced_any.then_some(out))
+}
+
+/// Reads the rows of `sources` into `sorter`.
+async fn read_change_rows(
+    ctx: &Ctx<'_>,
+    t: &FoldTable,
+    sources: &[ChangeSource],
     target: &Target<'_>,
     sorter: &mut Sorter,
 ) -> Result<()> {
-    let (tv, schema, conv, key_idx) =
-        (target.tv, &target.schema, &target.conv, &target.key_idx[..]);
-    let ncols = tv.schema.columns.len();
-    for (_, f) in files.iter().filter(|(seq, _)| *seq > after) {
-        let sources = shape::stored_names(
-            &t.versions,
-            f.schema_version,
-            shape::origins(&t.versions, f.schema_version, tv.schema.version),
-            false,
-        );
+    let (tv, key_idx) = (target.tv, &target.key_idx[..]);
+    for src in sources {
+        let names: Vec<Vec<Option<String>>> = src
+            .ranges
+            .iter()
+            .map(|r| {
+                shape::stored_names(
+                    &t.versions,
+                    r.version,
+                    shape::origins(&t.versions, r.version, tv.schema.version),
+                    false,
+                )
+            })
+            .collect();
         // Only what the fold uses: the table's columns, `_seq`, `_ts`, `_op`
         // and the key of `_before` (not the whole before image, nor `_sql`).
-        let key_sources: Vec<&str> = key_idx
-            .iter()
-            .filter_map(|i| sources.get(*i).and_then(|s| s.as_deref()))
-            .collect();
-        let wanted = |path: &[String]| match path {
-            [root, field, ..] if root == "_before" => {
-                key_sources.iter().any(|k| k.eq_ignore_ascii_case(field))
-            }
-            [root, ..] => {
-                matches!(root.as_str(), "_seq" | "_ts" | "_op")
-                    || sources
-                        .iter()
-                        .flatten()
-                        .any(|s| s.eq_ignore_ascii_case(root))
-            }
-            [] => false,
+        let wanted = |path: &[String]| {
+            names.iter().any(|sources| {
+                let mut keys = key_idx
+                    .iter()
+                    .filter_map(|i| sources.get(*i).and_then(|s| s.as_deref()));
+                match path {
+                    [root, field, ..] if root == "_before" => {
+                        keys.any(|k| k.eq_ignore_ascii_case(field))
+                    }
+                    [root, ..] => {
+                        matches!(root.as_str(), "_seq" | "_ts" | "_op")
+                            || sources
+                                .iter()
+                                .flatten()
+                                .any(|s| s.eq_ignore_ascii_case(root))
+                    }
+                    [] => false,
+                }
+            })
         };
         let mut stream =
-            open_parquet_leaves(&ctx.store, stored_path(&f.path), Some(f.bytes), wanted).await?;
+            open_parquet_leaves(&ctx.store, src.path.clone(), src.bytes, wanted).await?;
         while let Some(batch) = stream.try_next().await? {
-            let mut cols = shape::project(&batch, &sources, schema, ncols)?;
-            let column = |name: &str| {
-                shape::cdc_column(batch.schema().fields(), batch.columns(), name)
+            for (range, sources) in src.ranges.iter().zip(&names) {
+                if range.lo == i64::MIN && range.hi == i64::MAX {
+                    add_change_batch(t, src, &batch, sources, target, sorter)?;
+                    continue;
+                }
+                let seq = shape::cdc_column(batch.schema().fields(), batch.columns(), "_seq")
                     .cloned()
-                    .ok_or_else(|| lake_err(t, format!("changelog file {} has no {name}", f.path)))
-            };
-            let seq = cast(&column("_seq")?, &DataType::Int64).map_err(|e| lake_err(t, e))?;
-            let ts = cast(
-                &column("_ts")?,
-                &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
-            )
-            .map_err(|e| lake_err(t, e))?;
-            let ops = cast(&column("_op")?, &DataType::Utf8).map_err(|e| lake_err(t, e))?;
-            cols.push(seq.clone());
-            cols.push(ts);
-            let values = RecordBatch::try_new(schema.clone(), cols).map_err(|e| lake_err(t, e))?;
-            let krows = key_rows(conv, &values, key_idx)?;
-            // The before image's key of each update that moves its row.
-            let before = shape::project_before(&batch, &sources, schema, ncols)?;
-            let brows = match &before {
-                Some(b) => {
-                    let cols: Vec<ArrayRef> = key_idx.iter().map(|i| b[*i].clone()).collect();
-                    Some(conv.convert_columns(&cols).map_err(|e| lake_err(t, e))?)
+                    .ok_or_else(|| {
+                        lake_err(t, format!("changelog file {} has no _seq", src.path))
+                    })?;
+                let seq = cast(&seq, &DataType::Int64).map_err(|e| lake_err(t, e))?;
+                let seq = seq.as_primitive::<arrow::datatypes::Int64Type>();
+                let keep: BooleanArray = seq
+                    .iter()
+                    .map(|s| Some(s.is_some_and(|s| range.lo <= s && s < range.hi)))
+                    .collect();
+                if keep.true_count() == 0 {
+                    continue;
                 }
-                None => None,
-            };
-            let moved: Vec<bool> = (0..values.num_rows())
-                .map(|r| match (&before, &brows) {
-                    (Some(b), Some(br)) => !b[key_idx[0]].is_null(r) && br.row(r) != krows.row(r),
-                    _ => false,
-                })
-                .collect();
-            let kb = sorter.add_keys(krows);
-            let bb = brows.map(|br| sorter.add_keys(br));
-            let seqs = seq.as_primitive::<arrow::datatypes::Int64Type>();
-            let ops = ops.as_string::<i32>();
-            let n = values.num_rows();
-            let vb = sorter.add_values(values);
-            for (r, moved) in moved.into_iter().enumerate().take(n) {
-                let (s, at) = (seqs.value(r), r as u32);
-                match ops.value(r) {
-                    "insert" | "snapshot" => sorter.put(s, (kb, at), (vb, at)),
-                    "update" => {
-                        // A key move: the before image's key is gone.
-                        if let (Some(bk), true) = (bb, moved) {
-                            sorter.remove(s, (bk, at));
-                        }
-                        sorter.put(s, (kb, at), (vb, at));
-                    }
-                    "delete" => sorter.remove(s, (kb, at)),
-                    "truncate" => sorter.truncate(s),
-                    other => {
-                        return Err(lake_err(
-                            t,
-                            format!("changelog file {} has a row with _op `{other}`", f.path),
-                        ))
-                    }
-                }
+                let rows = arrow::compute::filter_record_batch(&batch, &keep)
+                    .map_err(|e| lake_err(t, e))?;
+                add_change_batch(t, src, &rows, sources, target, sorter)?;
             }
             sorter.spill_if_full()?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts the changes of one changelog batch, whose columns are stored under
+/// `sources`, into `sorter`.
+fn add_change_batch(
+    t: &FoldTable,
+    src: &ChangeSource,
+    batch: &RecordBatch,
+    sources: &[Option<String>],
+    target: &Target<'_>,
+    sorter: &mut Sorter,
+) -> Result<()> {
+    let (schema, conv, key_idx) = (&target.schema, &target.conv, &target.key_idx[..]);
+    let ncols = target.tv.schema.columns.len();
+    let mut cols = shape::project(batch, sources, schema, ncols)?;
+    let column = |name: &str| {
+        shape::cdc_column(batch.schema().fields(), batch.columns(), name)
+            .cloned()
+            .ok_or_else(|| lake_err(t, format!("changelog file {} has no {name}", src.path)))
+    };
+    let seq = cast(&column("_seq")?, &DataType::Int64).map_err(|e| lake_err(t, e))?;
+    let ts = cast(
+        &column("_ts")?,
+        &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+    )
+    .map_err(|e| lake_err(t, e))?;
+    let ops = cast(&column("_op")?, &DataType::Utf8).map_err(|e| lake_err(t, e))?;
+    cols.push(seq.clone());
+    cols.push(ts);
+    let values = RecordBatch::try_new(schema.clone(), cols).map_err(|e| lake_err(t, e))?;
+    let krows = key_rows(conv, &values, key_idx)?;
+    // The before image's key of each update that moves its row.
+    let before = shape::project_before(batch, sources, schema, ncols)?;
+    let brows = match &before {
+        Some(b) => {
+            let cols: Vec<ArrayRef> = key_idx.iter().map(|i| b[*i].clone()).collect();
+            Some(conv.convert_columns(&cols).map_err(|e| lake_err(t, e))?)
+        }
+        None => None,
+    };
+    let moved: Vec<bool> = (0..values.num_rows())
+        .map(|r| match (&before, &brows) {
+            (Some(b), Some(br)) => !b[key_idx[0]].is_null(r) && br.row(r) != krows.row(r),
+            _ => false,
+        })
+        .collect();
+    let kb = sorter.add_keys(krows);
+    let bb = brows.map(|br| sorter.add_keys(br));
+    let seqs = seq.as_primitive::<arrow::datatypes::Int64Type>();
+    let ops = ops.as_string::<i32>();
+    let n = values.num_rows();
+    let vb = sorter.add_values(values);
+    for (r, moved) in moved.into_iter().enumerate().take(n) {
+        let (s, at) = (seqs.value(r), r as u32);
+        match ops.value(r) {
+            "insert" | "snapshot" => sorter.put(s, (kb, at), (vb, at)),
+            "update" => {
+                // A key move: the before image's key is gone.
+                if let (Some(bk), true) = (bb, moved) {
+                    sorter.remove(s, (bk, at));
+                }
+                sorter.put(s, (kb, at), (vb, at));
+            }
+            "delete" => sorter.remove(s, (kb, at)),
+            "truncate" => sorter.truncate(s),
+            other => {
+                return Err(lake_err(
+                    t,
+                    format!("changelog file {} has a row with _op `{other}`", src.path),
+                ))
+            }
         }
     }
     Ok(())
@@ -466,6 +661,7 @@ pub(super) async fn fold_table(
     files: &[(u64, DataFile)],
     base: Base,
     after: u64,
+    next_seqs: &BTreeMap<u64, i64>,
 ) -> Result<FoldReport> {
     let t = &lineage.table;
     let dir = current_dir(&t.db, &t.table);
@@ -546,7 +742,26 @@ pub(super) async fn fold_table(
         .map(|(_, sources)| sources);
 
     let mut sorter = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
-    read_change_rows(ctx, t, files, after, &target, &mut sorter).await?;
+    // The manifests' files first: the log need not be read unless another
+    // writer removed one of them (OPTIMIZE; VACUUM may have deleted it).
+    let read = read_change_rows(
+        ctx,
+        t,
+        &manifest_sources(files, after),
+        &target,
+        &mut sorter,
+    )
+    .await;
+    if let Err(e) = read {
+        match live_sources(ctx, t, files, after, next_seqs).await? {
+            Some(sources) => {
+                tracing::info!(table = %t.name(), error = %e, "a changelog file of the fold was removed from its Delta table by another writer; reading its rows from the live files");
+                sorter = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
+                read_change_rows(ctx, t, &sources, &target, &mut sorter).await?;
+            }
+            None => return Err(e),
+        }
+    }
     let mut report = FoldReport {
         changed_rows: sorter.changes(),
         ..Default::default()
@@ -663,13 +878,21 @@ pub(super) async fn fold_table(
             "configuration": configuration,
             "createdTime": now,
         })),
+        // Properties other writers set (SET TBLPROPERTIES) stay as they are.
         Some(old)
             if old["schemaString"].as_str() != Some(schema_string.as_str())
-                || old["configuration"] != configuration =>
+                || [CONF_VERSION, CONF_KEY]
+                    .iter()
+                    .any(|k| old["configuration"][*k] != configuration[*k]) =>
         {
             let mut new = old.clone();
             new["schemaString"] = json!(schema_string);
-            new["configuration"] = configuration;
+            if !new["configuration"].is_object() {
+                new["configuration"] = json!({});
+            }
+            for k in [CONF_VERSION, CONF_KEY] {
+                new["configuration"][k] = configuration[k].clone();
+            }
             Some(new)
         }
         Some(_) => None,

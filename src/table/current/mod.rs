@@ -144,11 +144,19 @@ pub fn folded_seq(state: &TableState) -> u64 {
         .unwrap_or(0)
 }
 
+/// How a fold's commit that lost its version to another writer ends.
+const TAKEN: &str = " is taken by another writer";
+/// Folds of one table whose version another writer took, at most.
+const FOLD_TRIES: u32 = 4;
+
 /// The changelog of the tables since their last folds.
 #[derive(Default)]
 struct Changes {
     /// The files of each table, with the seq of the manifest that lists them.
     files: HashMap<String, Vec<(u64, DataFile)>>,
+    /// The cursor's `next_seq` of each manifest read: its rows are below it
+    /// and at or above the previous manifest's.
+    next_seqs: std::collections::BTreeMap<u64, i64>,
     /// RENAME TABLE, by `db.table`, in stream order.
     renames: Vec<RenameEvent>,
 }
@@ -282,20 +290,43 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         let name = t.name();
         let result = match lineage_files(&changes, &plan, &by_name) {
             Ok(files) => {
-                let own = states.get(&name).cloned().unwrap_or_default();
-                let base = match &plan.start {
-                    Start::Own => Base::Own,
-                    Start::Empty => Base::Empty,
-                    Start::Copy(from) => {
-                        let src = &by_name[from];
-                        Base::Copy {
-                            dir: current_dir(&src.db, &src.table),
-                            state: Box::new(states.get(from).cloned().unwrap_or_default()),
-                            name: from.clone(),
+                let mut own = states.get(&name).cloned().unwrap_or_default();
+                let mut tries = 0;
+                loop {
+                    let base = match &plan.start {
+                        Start::Own => Base::Own,
+                        Start::Empty => Base::Empty,
+                        Start::Copy(from) => {
+                            let src = &by_name[from];
+                            Base::Copy {
+                                dir: current_dir(&src.db, &src.table),
+                                state: Box::new(states.get(from).cloned().unwrap_or_default()),
+                                name: from.clone(),
+                            }
                         }
+                    };
+                    let result = fold_table(
+                        &ctx,
+                        &plan.lineage,
+                        own,
+                        &files,
+                        base,
+                        plan.after,
+                        &changes.next_seqs,
+                    )
+                    .await;
+                    // Another writer (OPTIMIZE, VACUUM, SET TBLPROPERTIES, a
+                    // checkpoint) committed first: fold again on top of it.
+                    tries += 1;
+                    match result {
+                        Err(Error::Lake(m)) if m.ends_with(TAKEN) && tries < FOLD_TRIES => {
+                            tracing::info!(table = %name, "another writer committed to the current table during the fold; folding again on top of it");
+                            own = log::load(store.as_ref(), &current_dir(&t.db, &t.table), true)
+                                .await?;
+                        }
+                        other => break other,
                     }
-                };
-                fold_table(&ctx, &plan.lineage, own, &files, base, plan.after).await
+                }
             }
             Err(e) => Err(e),
         };
@@ -438,6 +469,7 @@ async fn read_changes(
                 Err(e) => return Err(e),
             }
         };
+        out.next_seqs.insert(m.seq, m.cursor.next_seq);
         for f in m.files {
             let Some((db, table)) = super::table_names(&super::table_dir(&f)) else {
                 continue;
@@ -551,7 +583,7 @@ async fn commit(
         log::Put::Written => {}
         log::Put::Taken => {
             return Err(Error::Lake(format!(
-                "current table {dir}: Delta version {version} is taken by another writer; stop any other sidecar on this lake"
+                "current table {dir}: Delta version {version}{TAKEN}"
             ))
             .into())
         }
