@@ -131,9 +131,15 @@ pub fn manifest_path(seq: u64) -> Path {
 }
 
 /// The checkpoint sequence a data file was written for, from its name
-/// `part-<seq>-<n>-<writer>.parquet`.
+/// `part-<seq, 20 digits>-<n>-<writer>.parquet`. Other writers' files
+/// (delta-rs and Spark name theirs `part-00001-<uuid>…`) are not sluice's
+/// and give `None`.
 pub fn file_checkpoint_seq(name: &str) -> Option<u64> {
-    name.strip_prefix("part-")?.split('-').next()?.parse().ok()
+    let seq = name.strip_prefix("part-")?.split('-').next()?;
+    if seq.len() != 20 || !seq.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    seq.parse().ok()
 }
 
 /// Deletes the staging files (`part-<seq>-…parquet#<n>`) of a local lake's
@@ -542,6 +548,13 @@ mod tests {
             "shop/orders/part-00000000000000000042-00003-abc123.parquet"
         );
         assert_eq!(file_checkpoint_seq(p.filename().unwrap()), Some(42));
+        // delta-rs's OPTIMIZE output in the same folder is not a checkpoint's.
+        assert_eq!(
+            file_checkpoint_seq(
+                "part-00001-8d5c6b4e-2f6a-4c1e-9d0b-3c1f2a9e7b11-c000.zstd.parquet"
+            ),
+            None
+        );
         assert_eq!(
             manifest_path(7).as_ref(),
             "_sluice/manifests/00000000000000000007.json"
