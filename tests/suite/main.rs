@@ -34,6 +34,7 @@ mod mysql8_binlog;
 mod renames;
 mod reread;
 mod resilience;
+mod retention;
 mod schema_history;
 mod session_settings;
 mod snapshot;
