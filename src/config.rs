@@ -28,6 +28,7 @@ pub struct Config {
     pub snapshot: SnapshotConfig,
     pub current: CurrentConfig,
     pub compaction: CompactionConfig,
+    pub retention: RetentionConfig,
     pub shutdown_timeout: Duration,
     pub http: HttpConfig,
 }
@@ -62,6 +63,15 @@ pub struct CompactionConfig {
     pub target_file_bytes: usize,
     /// Files younger than this stay as they are.
     pub min_age: Duration,
+}
+
+/// `[retention]`: what of the lake's history is deleted (DESIGN.md "A lake
+/// that lasts").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetentionConfig {
+    /// Manifests older than this are deleted, oldest first, except those
+    /// still needed (see `commit::retention`).
+    pub manifests: Duration,
 }
 
 /// `[snapshot]`: the initial snapshot of a new lake.
@@ -349,6 +359,8 @@ struct RawConfig {
     current: RawCurrent,
     #[serde(default)]
     compaction: RawCompaction,
+    #[serde(default)]
+    retention: RawRetention,
 }
 
 #[derive(Deserialize, Default)]
@@ -365,6 +377,12 @@ struct RawCurrent {
     enabled: Option<bool>,
     refresh: Option<String>,
     target_file_size: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    manifests: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -481,6 +499,13 @@ impl Config {
             snapshot: parse_snapshot(raw.snapshot)?,
             current: parse_current(raw.current)?,
             compaction: parse_compaction(raw.compaction)?,
+            retention: RetentionConfig {
+                manifests: opt_duration(
+                    raw.retention.manifests,
+                    "retention.manifests",
+                    7 * 86_400,
+                )?,
+            },
             shutdown_timeout: opt_duration(raw.shutdown_timeout, "shutdown_timeout", 30)?,
             http: parse_http(raw.http)?,
         })

@@ -17,6 +17,7 @@ use crate::sink::store_error;
 use crate::source::Flavor;
 
 mod newest;
+pub mod retention;
 pub use newest::{FoundBy, Newest, HINT_PATH};
 
 pub const MANIFEST_DIR: &str = "_sluice/manifests";

@@ -173,7 +173,7 @@ impl Lake {
 
     /// The seq the hint names; `None` without a hint or with one that is
     /// not readable (it is only a hint).
-    async fn read_hint(&self) -> Result<Option<u64>> {
+    pub(crate) async fn read_hint(&self) -> Result<Option<u64>> {
         let path = Path::from(HINT_PATH);
         let bytes = match self.store.get(&path).await {
             Ok(found) => found.bytes().await?,

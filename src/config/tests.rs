@@ -196,6 +196,11 @@ fn sizes_and_durations() {
     assert!(parse_size("12 parsecs").is_err());
     assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
     assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+    assert_eq!(
+        parse_duration("7d").unwrap(),
+        Duration::from_secs(7 * 86_400)
+    );
+    assert!(parse_duration("8d").is_err());
     assert!(parse_duration("0s").is_err());
 }
 
@@ -207,6 +212,7 @@ fn the_example_config_parses() {
         LakeLocation::Local("/var/lib/sluice/lake".into())
     );
     assert_eq!(c.sink.multipart_threshold, DEFAULT_MULTIPART_THRESHOLD);
+    assert_eq!(c.retention.manifests, Duration::from_secs(7 * 86_400));
 }
 
 #[test]

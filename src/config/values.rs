@@ -148,7 +148,8 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
         "s" => n,
         "m" => n * 60.0,
         "h" => n * 3600.0,
-        _ => return Err(format!("`{s}`: unit must be ms, s, m or h")),
+        "d" => n * 86_400.0,
+        _ => return Err(format!("`{s}`: unit must be ms, s, m, h or d")),
     };
     if secs <= 0.0 {
         return Err(format!("`{s}` must be positive"));

@@ -191,6 +191,8 @@ pub struct Metrics {
     compaction_added: Family<TableLabel, Counter>,
     compaction_bytes: Family<TableLabel, Counter>,
     live_files: Family<TableLabel, Gauge>,
+    manifests_deleted: Counter,
+    manifest_floor: Gauge,
     reconnects: Counter,
     errors: Family<KindLabel, Counter>,
     zero_dates: Counter,
@@ -321,6 +323,18 @@ impl Metrics {
             "Live files of each changelog table's Delta table, as its last compaction round saw them",
             live_files.clone(),
         );
+        let manifests_deleted = Counter::default();
+        registry.register(
+            "retention_manifests_deleted",
+            "Manifests older than [retention] manifests deleted, in this process",
+            manifests_deleted.clone(),
+        );
+        let manifest_floor = Gauge::default();
+        registry.register(
+            "retention_manifest_floor",
+            "The oldest manifest seq retention keeps (every one below it is deleted)",
+            manifest_floor.clone(),
+        );
         let reconnects = Counter::default();
         registry.register(
             "reconnects",
@@ -376,6 +390,8 @@ impl Metrics {
             compaction_added,
             compaction_bytes,
             live_files,
+            manifests_deleted,
+            manifest_floor,
             reconnects,
             errors,
             zero_dates,
@@ -460,6 +476,13 @@ impl Metrics {
         self.page()
             .current
             .insert(table.to_string(), (lag_seconds, now_rfc3339()));
+    }
+
+    /// A retention round deleted `deleted` manifests, keeping those from
+    /// `floor` on.
+    pub fn retained(&self, deleted: u64, floor: u64) {
+        self.manifests_deleted.inc_by(deleted);
+        self.manifest_floor.set(floor as i64);
     }
 
     /// A compaction round went through the changelog table `table`.

@@ -293,6 +293,8 @@ impl Pipeline<'_> {
         );
         self.compactions
             .tick(&self.lake.store, self.committed.as_ref(), &self.metrics);
+        self.retention
+            .tick(&self.lake, self.committed.as_ref(), &self.metrics);
         Ok(())
     }
 
@@ -302,6 +304,7 @@ impl Pipeline<'_> {
         // A compaction round in hand stops first: it holds the slot the
         // last fold needs.
         self.compactions.stop().await;
+        self.retention.stop().await;
         self.current.wait().await;
         let job = self
             .current

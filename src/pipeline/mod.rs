@@ -10,6 +10,7 @@ mod events;
 mod flush;
 mod requests;
 mod reread;
+mod retention;
 mod snapshot;
 mod start;
 mod transaction;
@@ -153,6 +154,7 @@ struct Pipeline<'a> {
     current: current::CurrentFolds,
     /// Compaction of the changelog tables.
     compactions: compaction::Compactions,
+    retention: retention::Retention,
 }
 
 pub async fn run(
@@ -345,6 +347,7 @@ pub async fn run(
         lake,
         server,
         compactions: compaction::Compactions::new(config, &writer_id),
+        retention: retention::Retention::new(config),
         writer_id,
         tracker,
         plans: HashMap::new(),
@@ -511,6 +514,7 @@ impl Pipeline<'_> {
                     }
                     self.current.publish(&self.metrics);
                     self.compactions.tick(&self.lake.store, self.committed.as_ref(), &self.metrics);
+                    self.retention.tick(&self.lake, self.committed.as_ref(), &self.metrics);
                     if let Some(head) = &stop_at {
                         if !self.in_tx && self.position() >= *head && self.snapshot_done() {
                             self.checkpoint().await?;

@@ -237,7 +237,7 @@ pub fn lake_path(v: &TableVersion, writer: &str) -> Path {
 }
 
 /// `(checkpoint seq, writer id)` from a version object's name.
-fn checkpoint_of(name: &str) -> Option<(u64, String)> {
+pub(crate) fn checkpoint_of(name: &str) -> Option<(u64, String)> {
     let mut parts = name.strip_suffix(".json")?.split('-');
     let _version = parts.next()?;
     let ckpt = parts.next()?.parse().ok()?;
@@ -677,6 +677,10 @@ impl SchemaHistory {
             .and_then(|s| s.parse::<u64>().ok())
             .filter(|s| *s <= committed)
             .unwrap_or(0);
+        // Below the retention floor the manifests are gone, and retention
+        // deleted the objects of other writers than theirs first: the
+        // objects there are the committed ones.
+        let floor = crate::commit::retention::floor_seq(store).await?;
         let prefix = Path::from(LAKE_DIR);
         let objects: Vec<_> = store.list(Some(&prefix)).try_collect().await?;
         let mut writers: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
@@ -689,6 +693,7 @@ impl SchemaHistory {
             }
             let committed_by = match writers.get(&ckpt) {
                 Some(w) => Some(w.clone()),
+                None if ckpt < floor => Some(writer.clone()),
                 None if ckpt <= committed => {
                     let w = manifest_writer(store, ckpt).await?;
                     writers.insert(ckpt, w.clone());

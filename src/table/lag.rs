@@ -131,6 +131,28 @@ pub(super) fn log_lags(state: &TableState, newest: &Manifest) -> bool {
 
 /// Every table of the lake whose Delta log lags `newest`, by `db.table`:
 /// the manifests after its log's last that have files of it.
+/// The first manifest the lake's lagging changelog logs still need (for
+/// retention): after each lagging log's last, from the first for a table
+/// with data files and no log yet; `None` when no log lags.
+pub async fn delta_needs(lake: &Lake, newest: &Manifest) -> Result<Option<u64>> {
+    let store = lake.store.as_ref();
+    let mut need: Option<u64> = None;
+    for dir in table_dirs(store).await? {
+        if table_names(&dir).is_none() {
+            continue;
+        }
+        let state = log::load(store, &dir, false).await?;
+        let from = match state.version {
+            None if has_data_files(store, &dir).await? => 1,
+            None => continue,
+            Some(_) if log_lags(&state, newest) => state.applied + 1,
+            Some(_) => continue,
+        };
+        need = Some(need.map_or(from, |n: u64| n.min(from)));
+    }
+    Ok(need)
+}
+
 pub async fn lake_lags(lake: &Lake, newest: &Manifest) -> Result<BTreeMap<String, DeltaLag>> {
     let store = lake.store.as_ref();
     // Table folder → (db.table, the last manifest seq its log holds).
@@ -152,6 +174,8 @@ pub async fn lake_lags(lake: &Lake, newest: &Manifest) -> Result<BTreeMap<String
     let Some(from) = behind.values().map(|(_, a)| a + 1).min() else {
         return Ok(out);
     };
+    // Manifests below the retention floor are gone: none is read.
+    let from = from.max(lake.manifest_floor().await?);
     for seq in from..=newest.seq {
         let m = if seq == newest.seq {
             newest.clone()

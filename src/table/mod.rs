@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::schema::history::SchemaHistory;
 use legacy_names::LakeNames;
 
-pub use lag::{lake_lags, DeltaLag};
+pub use lag::{delta_needs, lake_lags, DeltaLag};
 pub use log::{TableState, APP_ID, CHECKPOINT_INTERVAL, LOG_DIR};
 
 /// The table folder `<db>/<table>` of a data file, as stored (encoded).
@@ -605,14 +605,18 @@ impl TableLogs {
         // A table whose commit fails is skipped from then on (its later
         // manifests count in its lag); the others go on.
         let mut stuck: BTreeSet<String> = BTreeSet::new();
+        // Manifests below the retention floor are gone (retention keeps
+        // every one a lagging log needs): none is read.
+        let from = from.max(lake.manifest_floor().await?);
         for seq in from..=newest.seq {
             let m = if seq == newest.seq {
                 newest.clone()
             } else {
                 match lake.read_manifest(seq).await {
                     Ok(m) => m,
-                    // Manifests before the lake's first (none is ever deleted,
-                    // but a lake may be started by copying from another) are skipped.
+                    // Manifests before the lake's first (a lake may be started
+                    // by copying from another, or a retention round that a
+                    // crash ended left holes) are skipped.
                     Err(Error::Store(object_store::Error::NotFound { .. })) => continue,
                     Err(e) => return Err(e),
                 }

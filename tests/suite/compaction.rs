@@ -26,13 +26,13 @@ type Table = std::collections::BTreeMap<Vec<String>, Vec<Option<String>>>;
 const CREATE: &str = "CREATE DATABASE shop;
      CREATE TABLE shop.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(64));";
 
-fn changelog_dir(lake: &Path, db: &MariaDb) -> PathBuf {
+pub(crate) fn changelog_dir(lake: &Path, db: &MariaDb) -> PathBuf {
     lake.join(db.namespace().to_server("shop").as_ref())
         .join("t")
 }
 
 /// The live files of the latest version of a local Delta table.
-fn live_files(table_dir: &Path) -> BTreeSet<String> {
+pub(crate) fn live_files(table_dir: &Path) -> BTreeSet<String> {
     let mut live = BTreeSet::new();
     for (_, actions) in delta_commits(table_dir) {
         for a in actions {
@@ -62,7 +62,7 @@ fn compaction_versions(table_dir: &Path) -> Vec<u64> {
 
 /// The changes of the live files of the latest version, in `_seq` order;
 /// no `_seq` twice.
-fn delta_rows(table_dir: &Path) -> Vec<Row> {
+pub(crate) fn delta_rows(table_dir: &Path) -> Vec<Row> {
     let mut rows = Vec::new();
     for f in live_files(table_dir) {
         let file = File::open(table_dir.join(&f)).unwrap_or_else(|e| panic!("{f}: {e}"));
@@ -85,7 +85,7 @@ fn delta_rows(table_dir: &Path) -> Vec<Row> {
     rows
 }
 
-fn source_rows(db: &MariaDb) -> Table {
+pub(crate) fn source_rows(db: &MariaDb) -> Table {
     db.query_rows("SELECT * FROM shop.t")
         .into_iter()
         .map(|r| (vec![r[0].clone().unwrap_or_default()], r))

@@ -35,6 +35,7 @@ mod other_writers;
 mod renames;
 mod reread;
 mod resilience;
+mod retention;
 mod schema_history;
 mod session_settings;
 mod snapshot;

@@ -459,7 +459,10 @@ async fn read_changes(
 ) -> Result<Changes> {
     let lake = Lake::new(store.clone());
     let mut out = Changes::default();
-    for seq in from + 1..=target.seq {
+    // Manifests below the retention floor are gone (retention keeps those
+    // after the last complete fold): none is read.
+    let first = (from + 1).max(lake.manifest_floor().await?);
+    for seq in first..=target.seq {
         let m = if seq == target.seq {
             target.clone()
         } else {
