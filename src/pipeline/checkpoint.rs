@@ -17,6 +17,9 @@ use crate::schema::history;
 use crate::source::{self, StreamStart};
 use crate::table::SchemaVersions;
 
+/// How long a run that stops on an error waits for its background work.
+const BACKGROUND_STOP: std::time::Duration = std::time::Duration::from_secs(15);
+
 impl Pipeline<'_> {
     /// Forgets everything not committed and returns the position to read
     /// from again: the last checkpoint's cursor. Re-reading assigns the same
@@ -311,6 +314,24 @@ impl Pipeline<'_> {
             .last_job(self.committed.as_ref(), self.tracker.history());
         if let Some(job) = job {
             current::fold_now(self.lake.store.clone(), job).await;
+        }
+    }
+
+    /// Before an error ends the run: a compaction stops at its next batch,
+    /// and a retention round and the fold in hand run out (for at most
+    /// [`BACKGROUND_STOP`]), so that nothing they log, and no fold thread
+    /// outliving the runtime, follows the error the run ends with.
+    pub(super) async fn stop_background(&mut self) {
+        let work = async {
+            self.compactions.stop().await;
+            self.retention.stop().await;
+            self.current.wait().await;
+        };
+        if tokio::time::timeout(BACKGROUND_STOP, work).await.is_err() {
+            warn!(
+                waited = ?BACKGROUND_STOP,
+                "background work (a fold, a compaction or a retention round) still runs as the run stops on an error"
+            );
         }
     }
 

@@ -434,7 +434,10 @@ pub async fn run(
                     _ = shutdown.changed() => return Ok(p.summary),
                 }
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                p.stop_background().await;
+                return Err(e);
+            }
         }
     }
     p.finish_current().await;

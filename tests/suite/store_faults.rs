@@ -400,7 +400,8 @@ fn access_denied_while_running_stops_with_one_line() {
     assert!(
         last.starts_with("sluice: error: object store: access denied (HTTP 403 AccessDenied")
             && last.contains("s3:PutObject"),
-        "{last}"
+        "{last}\nlog:\n{}",
+        running.log_tail(120)
     );
     assert_eq!(rig.lake.manifest_count(), committed);
     let after: Vec<Option<String>> = (1..=committed as u64)
