@@ -55,6 +55,15 @@ def newest_checkpoint(table_dir):
         return 0
 
 
+def first_version(table_dir):
+    """The oldest version the log can still build (local tables): 0, or the
+    oldest checkpoint once a clean-up deleted the commits before it."""
+    names = os.listdir(os.path.join(table_dir, "_delta_log"))
+    if f"{0:020}.json" in names:
+        return 0
+    return min(int(n[:20]) for n in names if n.endswith(".checkpoint.parquet"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("uri")
@@ -81,7 +90,7 @@ def main():
     uri = args.uri.replace("'", "''")
     spark = Spark({})
     # A VACUUM by deltalake commits versions of its own: read sluice's only.
-    for v in range(0, latest + 1):
+    for v in range(first_version(args.uri), latest + 1):
         if operation(args.uri, v).startswith("VACUUM"):
             continue
         dt = DeltaTable(args.uri, version=v)

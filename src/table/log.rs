@@ -2,7 +2,8 @@
 //! (<https://github.com/delta-io/delta/blob/master/PROTOCOL.md#delta-log-entries>):
 //! commit files `<version, 20 digits>.json` written put-if-absent, classic
 //! single-file checkpoints `<version>.checkpoint.parquet` and the
-//! `_last_checkpoint` hint. sluice never deletes from a log.
+//! `_last_checkpoint` hint. What a log no longer needs is deleted by
+//! `cleanup` after a checkpoint.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ pub const APP_ID: &str = "sluice";
 /// A checkpoint at every version divisible by this.
 pub const CHECKPOINT_INTERVAL: u64 = 100;
 
-pub fn log_dir(table: &Path) -> Path {
+pub(super) fn log_dir(table: &Path) -> Path {
     table.clone().join(LOG_DIR)
 }
 

@@ -11,6 +11,7 @@
 //! `rand`, several minutes of CI build for a few hundred lines of JSON. All
 //! Delta code lives in this module, so moving to the kernel touches one place.
 
+mod cleanup;
 pub mod compaction;
 pub mod current;
 mod files;
@@ -704,7 +705,24 @@ async fn checkpoint(store: &dyn ObjectStore, dir: &Path, version: u64) -> Result
         return Ok(());
     }
     let now = chrono::Utc::now().timestamp_millis();
-    log::write_checkpoint(store, dir, &state, version, now).await
+    // The expired data files go before the checkpoint that forgets them.
+    let files = cleanup::expired_data_files(store, dir, &state, now)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(%dir, version, error = %e, "could not delete the files removed from the Delta table longer ago than its retention; the next checkpoint tries again");
+            0
+        });
+    log::write_checkpoint(store, dir, &state, version, now).await?;
+    let logs = cleanup::expired_log(store, dir, state.metadata.as_ref(), version, now)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(%dir, version, error = %e, "could not delete the Delta log files older than its retention; the next checkpoint tries again");
+            0
+        });
+    if files + logs > 0 {
+        tracing::info!(%dir, version, data_files = files, log_files = logs, "deleted what the Delta table no longer needs (removed files and log entries past its retention)");
+    }
+    Ok(())
 }
 
 /// The table folders `<db>/<table>` of the lake (folders starting with `_`

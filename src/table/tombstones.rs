@@ -12,20 +12,24 @@ pub const RETENTION_KEY: &str = "delta.deletedFileRetentionDuration";
 /// Delta's default for [`RETENTION_KEY`]: one week.
 pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 3600 * 1000;
 
-/// Milliseconds of a CalendarInterval string as Delta writes the property:
-/// `interval 7 days`, `interval 1 week 12 hours`, `168 hours` (the
-/// `interval` word is optional, as in Spark). Months and years have no
-/// fixed length and are refused, as Delta refuses them here.
-pub fn parse_interval(text: &str) -> Result<i64, String> {
+#[cfg(test)]
+fn parse_interval(text: &str) -> Result<i64, String> {
+    parse_property(RETENTION_KEY, text)
+}
+
+/// Milliseconds of a CalendarInterval string as Delta writes the property
+/// `key` (its errors name it): `interval 7 days`, `interval 1 week 12
+/// hours`, `168 hours` (the `interval` word is optional, as in Spark).
+/// Months and years have no fixed length and are refused, as Delta refuses
+/// them here.
+pub fn parse_property(key: &str, text: &str) -> Result<i64, String> {
     let lower = text.trim().to_ascii_lowercase();
     let mut words = lower.split_whitespace().peekable();
     if words.peek() == Some(&"interval") {
         words.next();
     }
     let bad = |why: &str| {
-        format!(
-            "{RETENTION_KEY} = {text:?}: {why}; write it as Delta does, e.g. \"interval 7 days\""
-        )
+        format!("{key} = {text:?}: {why}; write it as Delta does, e.g. \"interval 7 days\"")
     };
     let mut total: i64 = 0;
     let mut terms = 0;
@@ -66,12 +70,17 @@ pub fn parse_interval(text: &str) -> Result<i64, String> {
 /// The retention of a table with `metadata` (a `metaData` action): its
 /// property, else the default. `Err` names a property that does not parse.
 pub fn retention_ms(metadata: Option<&Value>) -> Result<i64, String> {
+    interval_property(metadata, RETENTION_KEY, DEFAULT_RETENTION_MS)
+}
+
+/// The interval property `key` of a table with `metadata`, else `default`.
+pub fn interval_property(metadata: Option<&Value>, key: &str, default: i64) -> Result<i64, String> {
     match metadata
-        .and_then(|m| m["configuration"][RETENTION_KEY].as_str())
+        .and_then(|m| m["configuration"][key].as_str())
         .filter(|s| !s.trim().is_empty())
     {
-        Some(text) => parse_interval(text),
-        None => Ok(DEFAULT_RETENTION_MS),
+        Some(text) => parse_property(key, text),
+        None => Ok(default),
     }
 }
 

@@ -63,8 +63,36 @@ fn compaction_versions(table_dir: &Path) -> Vec<u64> {
 /// The changes of the live files of the latest version, in `_seq` order;
 /// no `_seq` twice.
 pub(crate) fn delta_rows(table_dir: &Path) -> Vec<Row> {
+    rows_of_files(table_dir, live_files(table_dir))
+}
+
+/// The changes of the latest version's live files as the `deltalake`
+/// package lists them (for a log whose early commits are deleted), in
+/// `_seq` order; no `_seq` twice.
+pub(crate) fn latest_rows(table_dir: &Path) -> Vec<Row> {
+    ensure_readers();
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import json, os, sys\nfrom deltalake import DeltaTable\n\
+             uris = DeltaTable(sys.argv[1]).file_uris()\n\
+             print(json.dumps([os.path.relpath(u.removeprefix('file://'), sys.argv[1]) for u in uris]))",
+        ])
+        .arg(table_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "listing {table_dir:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    rows_of_files(table_dir, files)
+}
+
+fn rows_of_files(table_dir: &Path, files: impl IntoIterator<Item = String>) -> Vec<Row> {
     let mut rows = Vec::new();
-    for f in live_files(table_dir) {
+    for f in files {
         let file = File::open(table_dir.join(&f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         let reader = ParquetRecordBatchReaderBuilder::try_new(file)
             .unwrap()
@@ -124,7 +152,13 @@ fn assert_no_compacted_orphans(table_dir: &Path) {
 /// Reads every version with deltalake, Polars and DuckDB
 /// (tests/delta_versions.py): the readers agree on each, and a compaction's
 /// version holds the rows of the version before it.
-fn assert_versions_read_alike(table_dir: &Path, compactions: &[u64]) {
+/// Reads every version that the log still has with every reader
+/// (tests/delta_versions.py): they agree on each. Returns how many.
+pub(crate) fn read_every_version(table_dir: &Path) -> usize {
+    assert_versions_read_alike(table_dir, &[])
+}
+
+fn assert_versions_read_alike(table_dir: &Path, compactions: &[u64]) -> usize {
     ensure_readers();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delta_versions.py");
     let out = Command::new("python3")
@@ -162,6 +196,7 @@ fn assert_versions_read_alike(table_dir: &Path, compactions: &[u64]) {
         assert_eq!(before, after, "compaction version {c} changed the rows");
         assert!(!after.as_array().unwrap().is_empty());
     }
+    versions.len()
 }
 
 /// A server with `shop.t`, and a sidecar checkpointing every 200 ms that
@@ -397,4 +432,126 @@ fn a_kill_during_compaction_loses_nothing_and_leaves_no_orphan() {
         .collect();
     assert_eq!(rows.iter().map(|r| r.seq).collect::<Vec<_>>(), committed);
     assert_same_table("changelog replay", &source_rows(&db), &replay(&rows, &[0]));
+}
+
+/// A sample of a changelog table (benches/soak_sample.py).
+fn soak_sample(table_dir: &Path) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/soak_sample.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(table_dir)
+        .output()
+        .expect("run benches/soak_sample.py");
+    assert!(
+        out.status.success(),
+        "sampling {table_dir:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The soak benchmark (BENCHMARKS.md "A lake that lasts: the soak"): one
+/// steady writer, two sidecars on one server at `interval = "1s"` with
+/// folds on, one with compaction at its defaults and one without; every
+/// BENCH_SAMPLE seconds (default 60) the live files, the newest checkpoint's
+/// size and a DuckDB `count(*)` over each changelog table, for BENCH_SECONDS
+/// (default 3600). Samples go to target/bench/soak.jsonl, the plot to
+/// BENCH_PLOT (default target/bench/soak.png). BENCH_MIN_AGE overrides the
+/// compaction's `min_age` (default its default, 10m).
+#[test]
+#[ignore]
+fn bench_soak() {
+    let secs = |name: &str, default: u64| -> u64 {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.parse().expect("a number of seconds"))
+            .unwrap_or(default)
+    };
+    let total = Duration::from_secs(secs("BENCH_SECONDS", 3600));
+    let every = Duration::from_secs(secs("BENCH_SAMPLE", 60));
+    let db = MariaDb::start();
+    db.sql(CREATE);
+    let out_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let plot = std::env::var("BENCH_PLOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| out_dir.join("soak.png"));
+    let min_age = std::env::var("BENCH_MIN_AGE").unwrap_or_else(|_| "10m".into());
+    let mut runs = Vec::new();
+    let mut keep = Vec::new();
+    for (mode, server_id) in [("on", 5401), ("off", 5402)] {
+        let lake = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut sluice = Sluice::new(&db, lake.path(), state.path());
+        sluice.server_id = server_id;
+        sluice.default_flush = true;
+        sluice.interval = "1s".into();
+        sluice.compaction = if mode == "on" {
+            format!("enabled = true\nmin_age = \"{min_age}\"\n")
+        } else {
+            "enabled = false\n".into()
+        };
+        sluice.extra = "[current]\nenabled = true\n".into();
+        runs.push((
+            mode,
+            changelog_dir(lake.path(), &db),
+            sluice.spawn_run(false),
+        ));
+        keep.push((lake, state, sluice));
+    }
+    ensure_readers();
+    let samples_path = out_dir.join("soak.jsonl");
+    let mut samples = std::fs::File::create(&samples_path).unwrap();
+    let started = Instant::now();
+    let mut next_sample = every;
+    let mut i = 0;
+    while started.elapsed() < total {
+        // About 50 transactions and 150 new rows a second.
+        i += 1;
+        write_step(&db, i);
+        std::thread::sleep(Duration::from_millis(20));
+        if started.elapsed() >= next_sample {
+            next_sample += every;
+            let mut line = serde_json::json!({"seconds": started.elapsed().as_secs()});
+            for (mode, dir, _) in &runs {
+                if dir.join("_delta_log").is_dir() {
+                    line[*mode] = soak_sample(dir);
+                }
+            }
+            println!("{line}");
+            use std::io::Write;
+            writeln!(samples, "{line}").unwrap();
+        }
+    }
+    for (mode, _, run) in &mut runs {
+        let status = run.terminate(Duration::from_secs(60));
+        assert!(
+            status.success(),
+            "compaction {mode}: {}",
+            tail(&run.log_text(), 30)
+        );
+    }
+    let have_matplotlib = Command::new("python3")
+        .args(["-c", "import matplotlib"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have_matplotlib {
+        let status = Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "matplotlib"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "pip install matplotlib");
+    }
+    let status = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/soak_plot.py"))
+        .arg(&samples_path)
+        .arg(&plot)
+        .status()
+        .unwrap();
+    assert!(status.success(), "plotting");
+    println!(
+        "samples: {}, plot: {}",
+        samples_path.display(),
+        plot.display()
+    );
 }

@@ -151,3 +151,193 @@ fn retention_deletes_old_manifests_and_keeps_those_still_needed() {
     );
     assert_every_version_names_existing_files(&t_dir);
 }
+
+/// The names of a local Delta table's `_delta_log/` files now (a file being
+/// deleted while this looks may or may not be among them).
+fn log_names(table_dir: &Path) -> Vec<String> {
+    std::fs::read_dir(table_dir.join("_delta_log"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The data files that the commit files of `table_dir` present now remove,
+/// added to `seen` (a commit deleted while this reads is passed over).
+fn note_removed(table_dir: &Path, seen: &mut std::collections::BTreeSet<String>) {
+    for name in log_names(table_dir) {
+        if !name.ends_with(".json") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(table_dir.join("_delta_log").join(&name)) else {
+            continue;
+        };
+        for line in text.lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(p) = action["remove"]["path"].as_str() {
+                seen.insert(p.to_string());
+            }
+        }
+    }
+}
+
+/// Sets Delta table properties as a user would, with the `deltalake` package.
+fn set_table_properties(table_dir: &Path, properties: &[(&str, &str)]) {
+    crate::delta::ensure_readers();
+    let props: serde_json::Map<String, serde_json::Value> = properties
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+        .collect();
+    let script = format!(
+        "import json, sys\nfrom deltalake import DeltaTable\n\
+         for attempt in range(20):\n    \
+           try:\n        \
+             DeltaTable(sys.argv[1]).alter.set_table_properties(json.loads(sys.argv[2]), raise_if_not_exists=False)\n        \
+             break\n    \
+           except Exception as e:\n        \
+             if 'onflict' not in str(e) and 'ommit' not in str(e) and 'ransaction' not in str(e): raise\n"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .arg(table_dir)
+        .arg(serde_json::Value::Object(props).to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "set_table_properties on {table_dir:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Delta retention (DESIGN.md "A lake that lasts"): a user sets the tables'
+/// `delta.logRetentionDuration` to 2 s and `delta.deletedFileRetentionDuration`
+/// to 10 s. Beside a steady writer, the files that compactions and folds
+/// removed are deleted once their remove is older than 10 s, and the log's
+/// commits and checkpoints below the newest checkpoint older than 2 s go;
+/// every version from the oldest kept checkpoint on (all younger than the
+/// file retention) still reads with every reader, and both tables equal
+/// the source.
+#[test]
+fn removed_files_and_old_log_entries_go_after_the_tables_retention() {
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(64));",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.interval = "200ms".into();
+    sluice.compaction = "enabled = true\ntarget_file_size = \"64KiB\"\nmin_age = \"1s\"\n".into();
+    sluice.extra = "[current]\nenabled = true\nrefresh = \"1s\"\n".into();
+    sluice
+        .env
+        .push(("SLUICE_TEST_CHECKPOINT_INTERVAL".into(), "3".into()));
+    let t_dir = changelog_dir(lake.path(), &db);
+    let c_dir = lake
+        .path()
+        .join("_current")
+        .join(db.namespace().to_server("shop").as_ref())
+        .join("t");
+    let mut run = sluice.spawn_run(false);
+    let mut i = 0;
+    let mut step = |db: &MariaDb| {
+        i += 1;
+        db.sql(&format!(
+            "INSERT INTO shop.t (v, pad) VALUES ({i}, MD5(RAND())), ({i}, MD5(RAND()));
+             UPDATE shop.t SET v = v + 1000 WHERE id % 7 = {};
+             DELETE FROM shop.t WHERE id = {};",
+            i % 7,
+            i * 2
+        ));
+        std::thread::sleep(Duration::from_millis(40));
+    };
+    let both = wait_until(Duration::from_secs(30), || {
+        step(&db);
+        t_dir.join("_delta_log").is_dir() && c_dir.join("_delta_log").is_dir()
+    });
+    assert!(both, "no Delta tables: {}", tail(&run.log_text(), 30));
+    let short = [
+        ("delta.logRetentionDuration", "interval 2 seconds"),
+        ("delta.deletedFileRetentionDuration", "interval 10 seconds"),
+    ];
+    set_table_properties(&t_dir, &short);
+    set_table_properties(&c_dir, &short);
+
+    // Files removed in the first 6 s of the writer must be gone by its end
+    // (10 s of retention, then a checkpoint every 3 versions).
+    let mut early: [std::collections::BTreeSet<String>; 2] = Default::default();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(28) {
+        step(&db);
+        if started.elapsed() < Duration::from_secs(6) {
+            note_removed(&t_dir, &mut early[0]);
+            note_removed(&c_dir, &mut early[1]);
+        }
+    }
+    let status = run.terminate(Duration::from_secs(30));
+    let log = run.log_text();
+    assert!(status.success(), "sluice failed: {}", tail(&log, 40));
+    assert!(!log.contains(" ERROR "), "{}", tail(&log, 30));
+    assert!(
+        log.contains("deleted what the Delta table no longer needs"),
+        "{}",
+        tail(&log, 30)
+    );
+    for (dir, removed) in [(&t_dir, &early[0]), (&c_dir, &early[1])] {
+        assert!(!removed.is_empty(), "{dir:?}: nothing was removed early");
+        let left: Vec<_> = removed.iter().filter(|f| dir.join(f).exists()).collect();
+        assert!(
+            left.is_empty(),
+            "{dir:?}: {} of {} files removed early are still there: {left:?}",
+            left.len(),
+            removed.len()
+        );
+        let names = log_names(dir);
+        assert!(
+            !names.contains(&format!("{:020}.json", 0)),
+            "{dir:?}: the log was not cleaned up: {names:?}"
+        );
+        let newest: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("_delta_log/_last_checkpoint")).unwrap(),
+        )
+        .unwrap();
+        let newest = newest["version"].as_u64().unwrap();
+        let oldest_kept = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".checkpoint.parquet"))
+            .map(|v| v.parse::<u64>().unwrap())
+            .min()
+            .unwrap();
+        assert!(oldest_kept > 0 && oldest_kept <= newest, "{names:?}");
+        // Nothing below the oldest kept checkpoint, everything from it on.
+        let commits: std::collections::BTreeSet<u64> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".json")?.parse().ok())
+            .collect();
+        assert_eq!(commits.first(), Some(&oldest_kept), "{names:?}");
+        assert_eq!(
+            commits.len() as u64,
+            commits.last().unwrap() - oldest_kept + 1,
+            "{dir:?}: commits from the oldest checkpoint on have gaps: {names:?}"
+        );
+    }
+    // Every version that is left reads alike for every reader.
+    let versions = crate::compaction::read_every_version(&t_dir);
+    assert!(versions > 3, "{versions} versions read");
+    let source = source_rows(&db);
+    assert!(source.len() > 50, "{} rows", source.len());
+    assert_same_table(
+        "changelog replay after Delta retention",
+        &source,
+        &replay(&crate::compaction::latest_rows(&t_dir), &[0]),
+    );
+    assert_same_table(
+        "current table after Delta retention",
+        &source,
+        &crate::current::current_rows(&c_dir, &["id", "v", "pad"], None),
+    );
+}

@@ -1,0 +1,352 @@
+//! What a Delta table no longer needs, deleted when sluice checkpoints it
+//! (DESIGN.md "A lake that lasts"), as Spark's metadata clean-up and VACUUM
+//! do:
+//! - data files whose `remove` is older than the table's
+//!   `delta.deletedFileRetentionDuration` (7 days): no version inside the
+//!   retention reads them. They go before the checkpoint that drops their
+//!   tombstones, so a crash in between leaves the tombstones for the next
+//!   checkpoint to finish the work.
+//! - commit files and checkpoints below the newest checkpoint that is older
+//!   than `delta.logRetentionDuration` (30 days), unless
+//!   `delta.enableExpiredLogCleanup` is `false`. Every version from that
+//!   checkpoint on still has its checkpoint and commits, so time travel
+//!   reaches back the whole retention; older versions were older than it.
+//!
+//! Both read the properties a user set on the table (Spark's `ALTER TABLE …
+//! SET TBLPROPERTIES`, delta-rs `alter.set_table_properties`).
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use serde_json::Value;
+
+use super::log::{log_dir, TableState};
+use super::tombstones;
+use crate::error::Result;
+
+pub const LOG_RETENTION_KEY: &str = "delta.logRetentionDuration";
+/// Delta's default for [`LOG_RETENTION_KEY`]: 30 days.
+pub const DEFAULT_LOG_RETENTION_MS: i64 = 30 * 24 * 3600 * 1000;
+pub const LOG_CLEANUP_KEY: &str = "delta.enableExpiredLogCleanup";
+/// Log files deleted by one clean-up at most, so that the first clean-up
+/// of an old lake does not hold up the commit it follows; the rest go at
+/// the next checkpoints.
+const MAX_LOG_DELETES: usize = 2000;
+/// Deletions in flight at once.
+const DELETES_IN_FLIGHT: usize = 16;
+
+/// The object of a Delta path (relative to the table folder and
+/// percent-encoded, as the protocol writes it); `None` for an absolute one,
+/// which names a file sluice did not write.
+fn data_file(table: &Path, delta_path: &str) -> Option<Path> {
+    if delta_path.contains("://") || delta_path.starts_with('/') || delta_path.is_empty() {
+        return None;
+    }
+    Some(
+        delta_path
+            .split('/')
+            .fold(table.clone(), |p, part| p.join(super::decode_part(part))),
+    )
+}
+
+/// Deletes the data files of `state`'s tombstones older than the table's
+/// `delta.deletedFileRetentionDuration` as of `now_ms` (none when the
+/// property does not parse). Returns how many went.
+pub async fn expired_data_files(
+    store: &dyn ObjectStore,
+    table: &Path,
+    state: &TableState,
+    now_ms: i64,
+) -> Result<usize> {
+    let Ok(retention) = tombstones::retention_ms(state.metadata.as_ref()) else {
+        return Ok(0);
+    };
+    let kept: std::collections::BTreeSet<&str> =
+        tombstones::kept(state.tombstones.values(), now_ms, Some(retention))
+            .into_iter()
+            .filter_map(|r| r["path"].as_str())
+            .collect();
+    let expired: Vec<Path> = state
+        .tombstones
+        .keys()
+        .filter(|p| !kept.contains(p.as_str()) && !state.files.contains_key(p.as_str()))
+        .filter_map(|p| data_file(table, p))
+        .collect();
+    delete_all(store, expired).await
+}
+
+/// What a `_delta_log/` file is, by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LogFile {
+    Commit(u64),
+    /// A classic checkpoint: `<v>.checkpoint.parquet` (part 1 of 1) or
+    /// part `part` of `parts` (`<v>.checkpoint.<part>.<parts>.parquet`).
+    Checkpoint {
+        version: u64,
+        part: u64,
+        parts: u64,
+    },
+    /// Anything else with a version in front (`.crc`, V2 checkpoints, log
+    /// compactions): deleted with its version, never a checkpoint to keep.
+    Other(u64),
+}
+
+impl LogFile {
+    fn parse(name: &str) -> Option<LogFile> {
+        let (digits, rest) = name.split_at_checked(20)?;
+        if !digits.bytes().all(|b| b.is_ascii_digit()) || !rest.starts_with('.') {
+            return None;
+        }
+        let version: u64 = digits.parse().ok()?;
+        let file = match &rest[1..] {
+            "json" => LogFile::Commit(version),
+            "checkpoint.parquet" => LogFile::Checkpoint {
+                version,
+                part: 1,
+                parts: 1,
+            },
+            other => match other
+                .strip_prefix("checkpoint.")
+                .and_then(|r| r.strip_suffix(".parquet"))
+                .and_then(|r| r.split_once('.'))
+                .filter(|(a, b)| a.len() == 10 && b.len() == 10)
+                .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+            {
+                Some((part, parts)) if part >= 1 && part <= parts => LogFile::Checkpoint {
+                    version,
+                    part,
+                    parts,
+                },
+                _ => LogFile::Other(version),
+            },
+        };
+        Some(file)
+    }
+
+    fn version(self) -> u64 {
+        match self {
+            LogFile::Commit(v) | LogFile::Other(v) => v,
+            LogFile::Checkpoint { version, .. } => version,
+        }
+    }
+}
+
+/// The log files to delete, given every file of the log as (name, last
+/// modified in ms), the newest checkpoint `newest` and the retention
+/// cutoff: those below the newest complete checkpoint at or below `newest`
+/// whose every part was written before `cutoff_ms`, lowest versions first.
+fn expired_log_files(files: &[(String, i64)], newest: u64, cutoff_ms: i64) -> Vec<String> {
+    use std::collections::BTreeMap;
+    // Per checkpoint version and part count: the parts seen, all old?
+    let mut checkpoints: BTreeMap<(u64, u64), (u64, bool)> = BTreeMap::new();
+    for (name, modified) in files {
+        if let Some(LogFile::Checkpoint { version, parts, .. }) = LogFile::parse(name) {
+            let e = checkpoints.entry((version, parts)).or_insert((0, true));
+            e.0 += 1;
+            e.1 &= *modified < cutoff_ms;
+        }
+    }
+    let keep_from = checkpoints
+        .iter()
+        .filter(|((v, parts), (seen, old))| *v <= newest && seen == parts && *old)
+        .map(|((v, _), _)| *v)
+        .max();
+    let Some(keep_from) = keep_from else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u64, &String)> = files
+        .iter()
+        .filter_map(|(name, _)| {
+            let v = LogFile::parse(name)?.version();
+            (v < keep_from).then_some((v, name))
+        })
+        .collect();
+    out.sort();
+    out.into_iter().map(|(_, n)| n.clone()).collect()
+}
+
+/// Deletes the log files below the newest checkpoint older than the table's
+/// `delta.logRetentionDuration` (`newest` is the checkpoint just written).
+/// Returns how many went.
+pub async fn expired_log(
+    store: &dyn ObjectStore,
+    table: &Path,
+    metadata: Option<&Value>,
+    newest: u64,
+    now_ms: i64,
+) -> Result<usize> {
+    let conf = metadata.map(|m| &m["configuration"]);
+    if conf
+        .and_then(|c| c[LOG_CLEANUP_KEY].as_str())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    {
+        return Ok(0);
+    }
+    let retention = match tombstones::interval_property(
+        metadata,
+        LOG_RETENTION_KEY,
+        DEFAULT_LOG_RETENTION_MS,
+    ) {
+        Ok(ms) => ms,
+        Err(e) => {
+            tracing::warn!(%table, error = %e, "the Delta log is not cleaned up");
+            return Ok(0);
+        }
+    };
+    let dir = log_dir(table);
+    let listed: Vec<(String, i64)> = store
+        .list(Some(&dir))
+        .try_collect::<Vec<_>>()
+        .await?
+        .into_iter()
+        .filter(|m| {
+            // Only the log's own files, not those of a subfolder.
+            m.location
+                .prefix_match(&dir)
+                .is_some_and(|mut r| r.next().is_some() && r.next().is_none())
+        })
+        .filter_map(|m| {
+            let name = m.location.filename()?.to_string();
+            Some((name, m.last_modified.timestamp_millis()))
+        })
+        .collect();
+    let doomed: Vec<Path> = expired_log_files(&listed, newest, now_ms.saturating_sub(retention))
+        .into_iter()
+        .take(MAX_LOG_DELETES)
+        .map(|n| dir.clone().join(n))
+        .collect();
+    delete_all(store, doomed).await
+}
+
+/// Deletes `paths`, a few at a time; one already gone counts as deleted.
+async fn delete_all(store: &dyn ObjectStore, paths: Vec<Path>) -> Result<usize> {
+    let n = paths.len();
+    futures::stream::iter(paths.into_iter().map(|p| async move {
+        match store.delete(&p).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }))
+    .buffer_unordered(DELETES_IN_FLIGHT)
+    .try_collect::<Vec<()>>()
+    .await?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_file_names_parse() {
+        let v = |n: u64| format!("{n:020}");
+        assert_eq!(
+            LogFile::parse(&format!("{}.json", v(7))),
+            Some(LogFile::Commit(7))
+        );
+        assert_eq!(
+            LogFile::parse(&format!("{}.checkpoint.parquet", v(100))),
+            Some(LogFile::Checkpoint {
+                version: 100,
+                part: 1,
+                parts: 1
+            })
+        );
+        assert_eq!(
+            LogFile::parse(&format!(
+                "{}.checkpoint.0000000002.0000000003.parquet",
+                v(200)
+            )),
+            Some(LogFile::Checkpoint {
+                version: 200,
+                part: 2,
+                parts: 3
+            })
+        );
+        assert_eq!(
+            LogFile::parse(&format!("{}.crc", v(3))),
+            Some(LogFile::Other(3))
+        );
+        assert_eq!(
+            LogFile::parse(&format!(
+                "{}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json",
+                v(4)
+            )),
+            Some(LogFile::Other(4))
+        );
+        assert_eq!(LogFile::parse("_last_checkpoint"), None);
+        assert_eq!(LogFile::parse("7.json"), None);
+    }
+
+    fn names(versions: &[(u64, &str, i64)]) -> Vec<(String, i64)> {
+        versions
+            .iter()
+            .map(|(v, ext, t)| (format!("{v:020}.{ext}"), *t))
+            .collect()
+    }
+
+    #[test]
+    fn the_log_keeps_everything_from_the_newest_expired_checkpoint() {
+        // Commits 0..=25 written at t = version, checkpoints at 10 and 20.
+        let mut files: Vec<(u64, &str, i64)> = (0..=25).map(|v| (v, "json", v as i64)).collect();
+        files.push((10, "checkpoint.parquet", 10));
+        files.push((20, "checkpoint.parquet", 20));
+        files.push((5, "crc", 5));
+        let files = names(&files);
+        // Nothing older than the cutoff but commits: no checkpoint to keep.
+        assert!(expired_log_files(&files, 20, 9).is_empty());
+        // Checkpoint 10 is older: everything below it goes.
+        let gone = expired_log_files(&files, 20, 15);
+        assert_eq!(gone.len(), 11, "{gone:?}");
+        assert_eq!(gone[0], format!("{:020}.json", 0));
+        assert!(gone.contains(&format!("{:020}.crc", 5)));
+        assert!(!gone.iter().any(|n| n.starts_with(&format!("{:020}", 10))));
+        // Both are: below 20, never 20 itself or what follows.
+        let gone = expired_log_files(&files, 20, 100);
+        assert_eq!(gone.len(), 20 + 1 + 1, "{gone:?}");
+        assert!(!gone.iter().any(|n| n.starts_with(&format!("{:020}", 20))));
+        // A checkpoint above the one just written is not ours to rely on.
+        assert_eq!(expired_log_files(&files, 10, 100).len(), 11);
+    }
+
+    #[test]
+    fn an_incomplete_multi_part_checkpoint_is_never_kept_in_place_of_the_log() {
+        let mut files = names(&(0..=12).map(|v| (v, "json", 0)).collect::<Vec<_>>());
+        files.push((
+            format!("{:020}.checkpoint.0000000001.0000000002.parquet", 10),
+            0,
+        ));
+        assert!(expired_log_files(&files, 10, 100).is_empty());
+        files.push((
+            format!("{:020}.checkpoint.0000000002.0000000002.parquet", 10),
+            0,
+        ));
+        assert_eq!(expired_log_files(&files, 10, 100).len(), 10);
+        // A part written after the cutoff keeps the checkpoint's commits.
+        files.pop();
+        files.push((
+            format!("{:020}.checkpoint.0000000002.0000000002.parquet", 10),
+            200,
+        ));
+        assert!(expired_log_files(&files, 10, 100).is_empty());
+    }
+
+    #[test]
+    fn delta_paths_resolve_inside_the_table_only() {
+        let t = Path::from("db/t");
+        assert_eq!(
+            data_file(&t, "part-1.parquet").unwrap().as_ref(),
+            "db/t/part-1.parquet"
+        );
+        assert_eq!(
+            data_file(&t, "_compacted/c-1.parquet").unwrap().as_ref(),
+            "db/t/_compacted/c-1.parquet"
+        );
+        assert_eq!(
+            data_file(&t, "a%20b/x.parquet").unwrap(),
+            Path::from_iter(["db", "t", "a b", "x.parquet"])
+        );
+        assert_eq!(data_file(&t, "s3://other/x.parquet"), None);
+        assert_eq!(data_file(&t, "/abs/x.parquet"), None);
+    }
+}
