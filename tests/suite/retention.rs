@@ -190,17 +190,15 @@ fn set_table_properties(table_dir: &Path, properties: &[(&str, &str)]) {
         .iter()
         .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
         .collect();
-    let script = format!(
-        "import json, sys\nfrom deltalake import DeltaTable\n\
+    let script = "import json, sys\nfrom deltalake import DeltaTable\n\
          for attempt in range(20):\n    \
            try:\n        \
              DeltaTable(sys.argv[1]).alter.set_table_properties(json.loads(sys.argv[2]), raise_if_not_exists=False)\n        \
              break\n    \
            except Exception as e:\n        \
-             if 'onflict' not in str(e) and 'ommit' not in str(e) and 'ransaction' not in str(e): raise\n"
-    );
+             if 'onflict' not in str(e) and 'ommit' not in str(e) and 'ransaction' not in str(e): raise\n";
     let out = std::process::Command::new("python3")
-        .args(["-c", &script])
+        .args(["-c", script])
         .arg(table_dir)
         .arg(serde_json::Value::Object(props).to_string())
         .output()
