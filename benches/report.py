@@ -14,7 +14,8 @@ import os
 import statistics
 import sys
 
-ORDER = ["raw", "cdecode", "python", "zongji", "sluice_bare", "sluice_delta", "sluice", "sluice_http"]
+ORDER = ["raw", "cdecode", "python", "zongji", "sluice_bare", "sluice_delta", "sluice", "sluice_http",
+         "sluice_fold2s", "sluice_compact1s"]
 
 
 def main():
@@ -43,6 +44,9 @@ def main():
                         "SLUICE_BENCH_NO_DELTA=1, [current] enabled = false"),
         "sluice_delta": ("sluice, Delta commits, no current tables",
                          "[current] enabled = false"),
+        "sluice_fold2s": ("sluice, folds every 2 s", "[current] refresh = \"2s\""),
+        "sluice_compact1s": ("sluice, folds every 2 s, compaction beside the stream",
+                             "[current] refresh = \"2s\", [compaction] min_age = \"1s\""),
     }
 
     stats = {}
