@@ -18,11 +18,13 @@ def main():
     samples = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     panels = [("live_files", "live files"), ("checkpoint_bytes", "checkpoint KiB"),
               ("count_ms", "DuckDB count(*) ms")]
-    fig, axes = plt.subplots(1, len(panels), figsize=(15, 4.2))
+    if any("cpu_s" in s.get("on", {}) for s in samples):
+        panels.append(("cpu_s", "sidecar CPU s (cumulative)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2))
     for ax, (key, label) in zip(axes, panels):
         for mode, style in (("on", "-"), ("off", "--")):
             pts = [(s["seconds"] / 60, s[mode][key] / (1024 if key == "checkpoint_bytes" else 1))
-                   for s in samples if mode in s]
+                   for s in samples if key in s.get(mode, {})]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
                     label=f"compaction {mode}")
         ax.set_xlabel("minutes")

@@ -434,6 +434,27 @@ fn a_kill_during_compaction_loses_nothing_and_leaves_no_orphan() {
     assert_same_table("changelog replay", &source_rows(&db), &replay(&rows, &[0]));
 }
 
+/// The CPU seconds (user and system) a process has used so far, and its
+/// peak resident set in KiB, from /proc.
+fn process_cpu_and_peak(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's closing parenthesis; utime and stime
+    // are the 14th and 15th of the whole line.
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = fields.get(11..13).map_or(0.0, |f| {
+        f.iter().filter_map(|t| t.parse::<f64>().ok()).sum()
+    });
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    // Linux reports both in clock ticks of 100 a second.
+    (ticks / 100.0, hwm)
+}
+
 /// A sample of a changelog table (benches/soak_sample.py).
 fn soak_sample(table_dir: &Path) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/soak_sample.py");
@@ -484,8 +505,9 @@ fn bench_soak() {
         let state = tempfile::tempdir().unwrap();
         let mut sluice = Sluice::new(&db, lake.path(), state.path());
         sluice.server_id = server_id;
+        // sluice's [flush] defaults but for the interval.
         sluice.default_flush = true;
-        sluice.interval = "1s".into();
+        sluice.extra_flush = "interval = \"1s\"\n".into();
         sluice.compaction = if mode == "on" {
             format!("enabled = true\nmin_age = \"{min_age}\"\n")
         } else {
@@ -506,16 +528,28 @@ fn bench_soak() {
     let mut next_sample = every;
     let mut i = 0;
     while started.elapsed() < total {
-        // About 50 transactions and 150 new rows a second.
+        // A steady load: about 40 transactions a second, each three new
+        // rows, two changed ones and a deleted one (a table that grows by
+        // about 80 rows a second).
         i += 1;
-        write_step(&db, i);
+        db.sql(&format!(
+            "INSERT INTO shop.t (v, pad) VALUES ({i}, MD5(RAND())), ({i}, MD5(RAND())), ({i}, MD5(RAND()));
+             UPDATE shop.t SET v = v + 1 WHERE id IN ({}, {});
+             DELETE FROM shop.t WHERE id = {};",
+            i * 3 / 2,
+            i * 2,
+            i * 3 / 4 + 1
+        ));
         std::thread::sleep(Duration::from_millis(20));
         if started.elapsed() >= next_sample {
             next_sample += every;
             let mut line = serde_json::json!({"seconds": started.elapsed().as_secs()});
-            for (mode, dir, _) in &runs {
+            for (mode, dir, run) in &runs {
                 if dir.join("_delta_log").is_dir() {
                     line[*mode] = soak_sample(dir);
+                    let (cpu, hwm) = process_cpu_and_peak(run.pid());
+                    line[*mode]["cpu_s"] = serde_json::json!(cpu);
+                    line[*mode]["peak_rss_kib"] = serde_json::json!(hwm);
                 }
             }
             println!("{line}");
