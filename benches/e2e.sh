@@ -43,10 +43,7 @@
 #                            (SLUICE_BENCH_NO_DELTA) and without current-table
 #                            folds, sluice_delta for Delta commits without folds,
 #                            sluice_fold2s for folds every 2 s instead of every
-#                            minute (BENCHMARKS.md, "The lake as tables"),
-#                            sluice_compact1s for those folds with compaction
-#                            of files older than 1 s beside the stream
-#                            (BENCHMARKS.md, "A lake that lasts")
+#                            minute (BENCHMARKS.md, "The lake as tables")
 #   PROFILE=1                one more sluice run under `perf record`; top symbols
 #                            into benches/results/profile.txt
 #   QUIET_TIMEOUT=120        before each timed run, wait up to this many seconds for
@@ -427,12 +424,6 @@ run_sluice() { # run [http|bare|delta|fold2s]
         tool="sluice_fold2s"
         printf '\n[current]\nrefresh = "2s"\n' >>"$dir/sluice.toml"
     fi
-    if [ "${2:-}" = compact1s ]; then
-        # Compaction beside the stream: files older than a second (and than
-        # the last complete fold, every 2 s) are merged as the stream runs.
-        tool="sluice_compact1s"
-        printf '\n[current]\nrefresh = "2s"\n\n[compaction]\nmin_age = "1s"\n' >>"$dir/sluice.toml"
-    fi
     if [ "${2:-}" = http ]; then
         tool="sluice_http"
         http_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
@@ -454,7 +445,6 @@ import re, sys
 from datetime import datetime
 first = caught = None
 folds = []
-compactions = 0
 for line in open(sys.argv[1], errors="replace"):
     m = re.match(r"(\d{4}-\d\d-\d\dT[\d:.]+)Z", line)
     if not m:
@@ -466,12 +456,9 @@ for line in open(sys.argv[1], errors="replace"):
     f = re.search(r"current tables folded.*", line) and re.search(r"\bms=(\d+)", line)
     if f:
         folds.append(int(f.group(1)))
-    if "changelog table compacted" in line:
-        compactions += 1
 if first and caught:
     print(f"  stream caught up after {(caught - first).total_seconds():.2f} s; "
-          f"folds: {len(folds)}, {sum(folds)} ms in all, the last {folds[-1] if folds else 0} ms; "
-          f"tables compacted: {compactions}")
+          f"folds: {len(folds)}, {sum(folds)} ms in all, the last {folds[-1] if folds else 0} ms")
 PY
     local status rows cursor
     status="$(SLUICE_SOURCE_PASSWORD="$DB_PASS" "$SLUICE" status --config "$dir/sluice.toml" --json)"
@@ -497,7 +484,6 @@ for i in $(seq 1 "$RUNS"); do
     wants sluice_bare && run_sluice "$i" bare
     wants sluice_delta && run_sluice "$i" delta
     wants sluice_fold2s && run_sluice "$i" fold2s
-    wants sluice_compact1s && run_sluice "$i" compact1s
 done
 
 if [ "$PROFILE" = 1 ] && wants sluice && ! command -v perf >/dev/null 2>&1; then

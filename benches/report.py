@@ -15,7 +15,7 @@ import statistics
 import sys
 
 ORDER = ["raw", "cdecode", "python", "zongji", "sluice_bare", "sluice_delta", "sluice", "sluice_http",
-         "sluice_fold2s", "sluice_compact1s"]
+         "sluice_fold2s"]
 
 
 def main():
@@ -45,8 +45,6 @@ def main():
         "sluice_delta": ("sluice, Delta commits, no current tables",
                          "[current] enabled = false"),
         "sluice_fold2s": ("sluice, folds every 2 s", "[current] refresh = \"2s\""),
-        "sluice_compact1s": ("sluice, folds every 2 s, compaction beside the stream",
-                             "[current] refresh = \"2s\", [compaction] min_age = \"1s\""),
     }
 
     stats = {}
