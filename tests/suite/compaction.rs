@@ -201,7 +201,7 @@ fn assert_versions_read_alike(table_dir: &Path, compactions: &[u64]) -> usize {
 
 /// A server with `shop.t`, and a sidecar checkpointing every 200 ms that
 /// compacts files older than a second into files of `target`.
-fn setup(target: &str, current: bool) -> (MariaDb, TempDir, TempDir, Sluice) {
+pub(crate) fn setup(target: &str, current: bool) -> (MariaDb, TempDir, TempDir, Sluice) {
     let db = MariaDb::start();
     db.sql(CREATE);
     let lake = tempfile::tempdir().unwrap();

@@ -220,17 +220,7 @@ fn set_table_properties(table_dir: &Path, properties: &[(&str, &str)]) {
 /// the source.
 #[test]
 fn removed_files_and_old_log_entries_go_after_the_tables_retention() {
-    let db = MariaDb::start();
-    db.sql(
-        "CREATE DATABASE shop;
-         CREATE TABLE shop.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(64));",
-    );
-    let lake = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let mut sluice = Sluice::new(&db, lake.path(), state.path());
-    sluice.interval = "200ms".into();
-    sluice.compaction = "enabled = true\ntarget_file_size = \"64KiB\"\nmin_age = \"1s\"\n".into();
-    sluice.extra = "[current]\nenabled = true\nrefresh = \"1s\"\n".into();
+    let (db, lake, _state, mut sluice) = crate::compaction::setup("64KiB", true);
     sluice
         .env
         .push(("SLUICE_TEST_CHECKPOINT_INTERVAL".into(), "3".into()));
