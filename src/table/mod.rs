@@ -770,7 +770,7 @@ pub async fn versions(store: &dyn ObjectStore) -> Result<BTreeMap<String, u64>> 
 /// Logs values that a narrowing type change could not carry into a copy.
 fn warn_lost(table: &str, file: &str, lost: usize) {
     if lost > 0 {
-        tracing::warn!(table, file, values = lost, "a column's new type cannot hold some of its old values: they are null in the Delta table's copy (the manifest's file keeps them)");
+        tracing::warn!(table, file, values = lost, "a column's new type cannot hold some of its old values: they are null in the Delta table's copy (the manifest's file keeps them until the Delta retention deletes it)");
     }
 }
 

@@ -3,13 +3,14 @@
 //! number to a string, …). Delta has one type per column, and the readers
 //! we support refuse `typeWidening`, so the files that hold the old type are
 //! copied in the new one under `<db>/<table>/_rewritten/` and swapped in by
-//! one commit of their own. The manifests' files are never touched: the
-//! copies hold the same rows, `_seq` for `_seq`.
+//! one commit of their own. The rewrite never touches the manifests' files:
+//! the copies hold the same rows, `_seq` for `_seq`. Being removed from the
+//! Delta table, the originals are deleted after its retention (`cleanup`).
 //!
 //! A copy casts exactly. A value the new type cannot hold (a change that
 //! narrows: DECIMAL(10,2) to DECIMAL(6,2) with an old value of 12345.67)
 //! becomes null in the copy, is counted and logged; the manifest's file keeps
-//! it, and the README says so.
+//! it until the Delta retention deletes it, and the README says so.
 
 use std::sync::Arc;
 
