@@ -194,23 +194,32 @@ pub async fn expired_log(
         }
     };
     let dir = log_dir(table);
-    let listed: Vec<(String, i64)> = store
-        .list(Some(&dir))
-        .try_collect::<Vec<_>>()
-        .await?
-        .into_iter()
-        .filter(|m| {
-            // Only the log's own files, not those of a subfolder.
-            m.location
-                .prefix_match(&dir)
-                .is_some_and(|mut r| r.next().is_some() && r.next().is_none())
-        })
-        .filter_map(|m| {
-            let name = m.location.filename()?.to_string();
-            Some((name, m.last_modified.timestamp_millis()))
-        })
-        .collect();
-    let doomed: Vec<Path> = expired_log_files(&listed, newest, now_ms.saturating_sub(retention))
+    let cutoff = now_ms.saturating_sub(retention);
+    // Commit files and checkpoints are written in version order, so their
+    // times rise with their names: on a store that lists in name order (S3,
+    // GCS, Azure) the listing stops at the first file younger than the
+    // cutoff, and a clean-up reads about what it deletes, not the whole
+    // retained log. A local directory lists in no order and is read whole.
+    let mut listing = store.list(Some(&dir));
+    let mut listed: Vec<(String, i64)> = Vec::new();
+    let mut in_order = true;
+    while let Some(m) = listing.try_next().await? {
+        // Only the log's own files, not those of a subfolder.
+        let own = m
+            .location
+            .prefix_match(&dir)
+            .is_some_and(|mut r| r.next().is_some() && r.next().is_none());
+        let Some(name) = m.location.filename().filter(|_| own) else {
+            continue;
+        };
+        let modified = m.last_modified.timestamp_millis();
+        in_order &= listed.last().is_none_or(|(last, _)| last.as_str() < name);
+        listed.push((name.to_string(), modified));
+        if in_order && modified >= cutoff && LogFile::parse(name).is_some() {
+            break;
+        }
+    }
+    let doomed: Vec<Path> = expired_log_files(&listed, newest, cutoff)
         .into_iter()
         .take(MAX_LOG_DELETES)
         .map(|n| dir.clone().join(n))
@@ -329,6 +338,53 @@ mod tests {
             200,
         ));
         assert!(expired_log_files(&files, 10, 100).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_log_listed_in_name_order_is_read_up_to_its_first_young_file() {
+        use object_store::PutPayload;
+        let store = object_store::memory::InMemory::new();
+        let table = Path::from("db/t");
+        let put = |name: String| {
+            let store = &store;
+            let path = log_dir(&table).join(name);
+            async move { store.put(&path, PutPayload::from("{}")).await.unwrap() }
+        };
+        for v in 0..=10u64 {
+            put(format!("{v:020}.json")).await;
+        }
+        put(format!("{:020}.checkpoint.parquet", 5)).await;
+        put(format!("{:020}.checkpoint.parquet", 10)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+        let now = chrono::Utc::now().timestamp_millis();
+        for v in 11..=15u64 {
+            put(format!("{v:020}.json")).await;
+        }
+        let md =
+            serde_json::json!({"configuration": {LOG_RETENTION_KEY: "interval 30 milliseconds"}});
+        let gone = expired_log(&store, &table, Some(&md), 10, now)
+            .await
+            .unwrap();
+        assert_eq!(gone, 11, "commits 0..=9 and checkpoint 5");
+        let left: Vec<String> = store
+            .list(Some(&log_dir(&table)))
+            .map_ok(|m| m.location.filename().unwrap().to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        let mut left = left;
+        left.sort();
+        assert_eq!(left.len(), 7, "{left:?}");
+        assert_eq!(left[0], format!("{:020}.checkpoint.parquet", 10));
+        // Switched off by the table: nothing goes.
+        let off = serde_json::json!({"configuration": {
+            LOG_RETENTION_KEY: "interval 0 seconds", LOG_CLEANUP_KEY: "false"}});
+        assert_eq!(
+            expired_log(&store, &table, Some(&off), 10, now)
+                .await
+                .unwrap(),
+            0
+        );
     }
 
     #[test]
