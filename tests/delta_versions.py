@@ -1,4 +1,4 @@
-"""Reads every version of a Delta table of a sluice lake with independent
+"""Reads every version that the log of a Delta table of a sluice lake still has
 readers (the `deltalake` package, Polars, DuckDB's delta extension, Spark's
 DataFrame API on a Sail server) and prints
 what each saw, as JSON, for tests/suite/delta_logs.rs; with --vacuum, first
