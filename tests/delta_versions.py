@@ -1,5 +1,5 @@
-"""Reads every version that the log of a Delta table of a sluice lake still has
-readers (the `deltalake` package, Polars, DuckDB's delta extension, Spark's
+"""Reads every version that the log of a Delta table of a sluice lake still
+has, with independent readers (the `deltalake` package, Polars, DuckDB's delta extension, Spark's
 DataFrame API on a Sail server) and prints
 what each saw, as JSON, for tests/suite/delta_logs.rs; with --vacuum, first
 runs a full VACUUM with `deltalake` at the default, enforced retention.
