@@ -42,6 +42,9 @@ pub struct Login<'a> {
     asked_key: bool,
 }
 
+/// The bytes of MariaDB's ed25519 nonce.
+const ED25519_NONCE: usize = 32;
+
 impl<'a> Login<'a> {
     /// The login with the plugin the greeting named and its nonce.
     pub fn new(
@@ -98,8 +101,19 @@ impl<'a> Login<'a> {
             .parse(())
             .map_err(|e| Error::Connection(format!("bad auth switch request: {e}")))?;
         self.plugin = switch.auth_plugin().clone().into_owned();
-        let nonce = switch.plugin_data();
-        self.nonce = nonce.strip_suffix(&[0]).unwrap_or(nonce).to_vec();
+        // `plugin_data()` already drops one trailing NUL (the terminator
+        // after a native scramble). ed25519's nonce is 32 random bytes with
+        // no terminator, so a nonce that ends in 0 lost its last byte there
+        // (the login then failed); take it whole from the packet instead.
+        let raw = packet
+            .iter()
+            .skip(1)
+            .position(|b| *b == 0)
+            .map_or(&[][..], |nul| &packet[nul + 2..]);
+        self.nonce = match &self.plugin {
+            AuthPlugin::Ed25519 if raw.len() >= ED25519_NONCE => raw[..ED25519_NONCE].to_vec(),
+            _ => switch.plugin_data().to_vec(),
+        };
         match &self.plugin {
             AuthPlugin::MysqlNativePassword
             | AuthPlugin::CachingSha2Password
