@@ -121,7 +121,7 @@ pub(crate) fn source_rows(db: &MariaDb) -> Table {
 }
 
 /// One step of the writer: new rows, changed rows, a removed row.
-fn write_step(db: &MariaDb, i: u32) {
+pub(crate) fn write_step(db: &MariaDb, i: u32) {
     db.sql(&format!(
         "INSERT INTO shop.t (v, pad) VALUES ({i}, MD5(RAND())), ({i}, MD5(RAND())), ({i}, MD5(RAND()));
          UPDATE shop.t SET v = v + 1000 WHERE id % 7 = {};

@@ -234,13 +234,7 @@ fn removed_files_and_old_log_entries_go_after_the_tables_retention() {
     let mut i = 0;
     let mut step = |db: &MariaDb| {
         i += 1;
-        db.sql(&format!(
-            "INSERT INTO shop.t (v, pad) VALUES ({i}, MD5(RAND())), ({i}, MD5(RAND()));
-             UPDATE shop.t SET v = v + 1000 WHERE id % 7 = {};
-             DELETE FROM shop.t WHERE id = {};",
-            i % 7,
-            i * 2
-        ));
+        crate::compaction::write_step(db, i);
         std::thread::sleep(Duration::from_millis(40));
     };
     let both = wait_until(Duration::from_secs(30), || {
