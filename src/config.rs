@@ -45,14 +45,24 @@ pub struct HttpConfig {
 }
 
 /// `[current]`: the current-state tables (DESIGN.md "Current-state tables").
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CurrentConfig {
     pub enabled: bool,
     /// How often the changelog is folded into them.
     pub refresh: Duration,
     /// The size a current table's files are kept near.
     pub target_file_bytes: usize,
+    /// `deletion_vectors = "auto"`: a fold marks the old rows of changed
+    /// keys in deletion vectors and writes only the changed rows;
+    /// `"never"`: it rewrites the files that hold them (copy-on-write).
+    pub deletion_vectors: bool,
+    /// `purge_threshold`: a file whose deleted share reaches this (0–1) is
+    /// rewritten without its deleted rows.
+    pub purge_threshold: f64,
 }
+
+/// Default `[current] purge_threshold`.
+pub const DEFAULT_PURGE_THRESHOLD: f64 = 0.3;
 
 /// `[compaction]`: small files of the changelog tables rewritten into
 /// files of about the target size (DESIGN.md "A lake that lasts").
@@ -377,6 +387,8 @@ struct RawCurrent {
     enabled: Option<bool>,
     refresh: Option<String>,
     target_file_size: Option<String>,
+    deletion_vectors: Option<String>,
+    purge_threshold: Option<f64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -541,10 +553,27 @@ fn parse_current(raw: RawCurrent) -> std::result::Result<CurrentConfig, String> 
         "current.target_file_size",
         crate::table::current::DEFAULT_TARGET_FILE_BYTES as usize,
     )?;
+    let deletion_vectors = match raw.deletion_vectors.as_deref() {
+        None | Some("auto") => true,
+        Some("never") => false,
+        Some(other) => {
+            return Err(format!(
+                "current.deletion_vectors: {other:?} is neither \"auto\" nor \"never\""
+            ))
+        }
+    };
+    let purge_threshold = raw.purge_threshold.unwrap_or(DEFAULT_PURGE_THRESHOLD);
+    if !(purge_threshold > 0.0 && purge_threshold <= 1.0) {
+        return Err(format!(
+            "current.purge_threshold: {purge_threshold} is not a share above 0 and at most 1 (the default is {DEFAULT_PURGE_THRESHOLD})"
+        ));
+    }
     Ok(CurrentConfig {
         enabled: raw.enabled.unwrap_or(true),
         refresh: opt_duration(raw.refresh, "current.refresh", 60)?,
         target_file_bytes,
+        deletion_vectors,
+        purge_threshold,
     })
 }
 

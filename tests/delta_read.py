@@ -147,9 +147,14 @@ def main():
     present = [c for c in columns if c in result["schema"]]
 
     if "deltalake" in readers:
-        import pyarrow  # noqa: F401  (the deltalake package reads through pyarrow)
+        import pyarrow
 
-        table = dt.to_pyarrow_table(columns=present)
+        # Through its SQL engine (delta-kernel): to_pyarrow_table() refuses
+        # tables with deletion vectors, QueryBuilder reads them.
+        from deltalake import QueryBuilder
+
+        cols = ", ".join('"' + c.replace('"', '""') + '"' for c in present)
+        table = pyarrow.table(QueryBuilder().register("t", dt).execute(f"SELECT {cols} FROM t").read_all())
         result["rows"]["deltalake"] = rows_of(table.to_pylist(), columns)
 
     if "polars" in readers:

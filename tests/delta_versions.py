@@ -74,7 +74,8 @@ def main():
 
     import duckdb
     import polars as pl
-    from deltalake import DeltaTable
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
 
     out = {"vacuumed": [], "versions": {}}
     if args.vacuum:
@@ -97,11 +98,12 @@ def main():
         schema = [f.name for f in dt.schema().fields]
         present = [c for c in columns if c in schema]
         seen = {"files": sorted(dt.file_uris()), "rows": {}}
-        seen["rows"]["deltalake"] = rows_of(
-            dt.to_pyarrow_table(columns=present).to_pylist(), columns)
+        cols = ", ".join('"' + c.replace('"', '""') + '"' for c in present)
+        # deltalake's SQL engine: to_pyarrow_table() refuses deletion vectors.
+        table = pa.table(QueryBuilder().register("t", dt).execute(f"SELECT {cols} FROM t").read_all())
+        seen["rows"]["deltalake"] = rows_of(table.to_pylist(), columns)
         frame = pl.scan_delta(args.uri, version=v).select(present).collect()
         seen["rows"]["polars"] = rows_of(frame.to_dicts(), columns)
-        cols = ", ".join('"' + c.replace('"', '""') + '"' for c in present)
         cur = con.execute(f"SELECT {cols} FROM delta_scan('{uri}', version := {v})")
         names = [d[0] for d in cur.description]
         seen["rows"]["duckdb"] = rows_of([dict(zip(names, r)) for r in cur.fetchall()], columns)

@@ -398,16 +398,20 @@ fn current_keys_have_defaults_and_errors_name_them() {
             enabled: true,
             refresh: Duration::from_secs(60),
             target_file_bytes: 128 << 20,
+            deletion_vectors: true,
+            purge_threshold: 0.3,
         }
     );
     let cur = |body: &str| Config::parse(&format!("{MINIMAL}[current]\n{body}\n"));
-    let c = cur("enabled = false\nrefresh = \"5s\"\ntarget_file_size = \"64KiB\"").unwrap();
+    let c = cur("enabled = false\nrefresh = \"5s\"\ntarget_file_size = \"64KiB\"\ndeletion_vectors = \"never\"\npurge_threshold = 0.5").unwrap();
     assert_eq!(
         c.current,
         CurrentConfig {
             enabled: false,
             refresh: Duration::from_secs(5),
             target_file_bytes: 64 << 10,
+            deletion_vectors: false,
+            purge_threshold: 0.5,
         }
     );
     for (body, key) in [
@@ -416,6 +420,12 @@ fn current_keys_have_defaults_and_errors_name_them() {
         ("target_file_size = \"12\"", "current.target_file_size: "),
         ("target_file_size = \"lots\"", "current.target_file_size: "),
         ("enabled = \"yes\"", "current.enabled"),
+        (
+            "deletion_vectors = \"always\"",
+            "current.deletion_vectors: ",
+        ),
+        ("purge_threshold = 0.0", "current.purge_threshold: "),
+        ("purge_threshold = 1.5", "current.purge_threshold: "),
         ("refrsh = \"1m\"", "refrsh"),
     ] {
         let e = cur(body).unwrap_err();

@@ -101,6 +101,8 @@ impl CurrentFolds {
             target: m.clone(),
             tables,
             target_file_bytes: self.config.target_file_bytes as u64,
+            deletion_vectors: self.config.deletion_vectors,
+            purge_threshold: self.config.purge_threshold,
             memory_budget: self.memory_budget,
             spill_dir: self.spill_dir.clone(),
         })
@@ -253,6 +255,10 @@ fn log_outcome(done: Option<Outcome>) -> bool {
             bytes_removed = r.bytes_removed,
             spilled_runs = r.spilled_runs,
             manifests_read = r.manifests_read,
+            rows_marked = r.rows_marked,
+            files_marked = r.files_marked,
+            vector_bytes = r.vector_bytes,
+            files_purged = r.files_purged,
             "current tables folded"
         ),
         Some(Ok(Ok(_))) => {}

@@ -21,6 +21,9 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::Value;
 
 use super::log::{log_dir, TableState};
+use std::collections::BTreeSet;
+
+use super::current::dv::descriptor_file;
 use super::tombstones;
 use crate::error::Result;
 
@@ -61,17 +64,32 @@ pub async fn expired_data_files(
     let Ok(retention) = tombstones::retention_ms(state.metadata.as_ref()) else {
         return Ok(0);
     };
-    let kept: std::collections::BTreeSet<&str> =
-        tombstones::kept(state.tombstones.values(), now_ms, Some(retention))
-            .into_iter()
-            .filter_map(|r| r["path"].as_str())
-            .collect();
-    let expired: Vec<Path> = state
-        .tombstones
-        .keys()
-        .filter(|p| !kept.contains(p.as_str()) && !state.files.contains_key(p.as_str()))
-        .filter_map(|p| data_file(table, p))
+    let young = tombstones::kept(state.tombstones.values(), now_ms, Some(retention));
+    // Paths and vector files still needed: live, or removed within the retention.
+    let needed_files: BTreeSet<&str> = young
+        .iter()
+        .filter_map(|r| r["path"].as_str())
+        .chain(state.files.keys().map(String::as_str))
         .collect();
+    let needed_vectors: BTreeSet<String> = young
+        .iter()
+        .copied()
+        .chain(state.files.values())
+        .filter_map(|a| descriptor_file(&a["deletionVector"]))
+        .collect();
+    let mut expired: BTreeSet<Path> = BTreeSet::new();
+    for r in state.tombstones.values() {
+        if let Some(p) = r["path"].as_str().filter(|p| !needed_files.contains(p)) {
+            expired.extend(data_file(table, p));
+        }
+        // The deletion vector the remove replaced (its file is ours).
+        if let Some(v) =
+            descriptor_file(&r["deletionVector"]).filter(|v| !needed_vectors.contains(v))
+        {
+            expired.extend(data_file(table, &v));
+        }
+    }
+    let expired: Vec<Path> = expired.into_iter().collect();
     delete_all(store, expired).await
 }
 

@@ -63,10 +63,41 @@ pub struct TableState {
     /// Live `add` actions by path (only when loaded with files).
     pub files: BTreeMap<String, Value>,
     /// `remove` actions of files no later `add` brought back, by path (only
-    /// when loaded with files): the tombstones a checkpoint carries on.
+    /// when loaded with files): the tombstones a checkpoint carries on. The
+    /// `remove` of a file with a deletion vector is keyed by path and the
+    /// vector's id ([`tombstone_key`]): the same path is usually live again
+    /// with a larger vector, and the old vector's file is what expires.
     pub tombstones: BTreeMap<String, Value>,
     /// Every `txn` action by `appId`.
     pub txns: BTreeMap<String, Value>,
+}
+
+/// The id of an action's deletion vector ("" without one).
+fn vector_id(action: &Value) -> String {
+    let dv = &action["deletionVector"];
+    if dv.is_null() {
+        return String::new();
+    }
+    let base = format!(
+        "{}{}",
+        dv["storageType"].as_str().unwrap_or(""),
+        dv["pathOrInlineDv"].as_str().unwrap_or("")
+    );
+    match dv["offset"].as_u64() {
+        Some(o) => format!("{base}@{o}"),
+        None => base,
+    }
+}
+
+/// The key of a `remove` in [`TableState::tombstones`]: its path, followed
+/// by a NUL and its deletion vector's id when it has one.
+pub fn tombstone_key(path: &str, action: &Value) -> String {
+    let id = vector_id(action);
+    if id.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}\0{id}")
+    }
 }
 
 impl TableState {
@@ -79,13 +110,24 @@ impl TableState {
                 "add" if with_files => {
                     if let Some(p) = body.get("path").and_then(Value::as_str) {
                         self.tombstones.remove(p);
+                        self.tombstones.remove(&tombstone_key(p, body));
                         self.files.insert(p.to_string(), body.clone());
                     }
                 }
                 "remove" if with_files => {
                     if let Some(p) = body.get("path").and_then(Value::as_str) {
-                        self.files.remove(p);
-                        self.tombstones.insert(p.to_string(), body.clone());
+                        // A remove of a file's old vector leaves the file
+                        // live with its new one, whatever order a commit
+                        // lists the two in.
+                        let id = vector_id(body);
+                        if self
+                            .files
+                            .get(p)
+                            .is_some_and(|live| id.is_empty() || vector_id(live) == id)
+                        {
+                            self.files.remove(p);
+                        }
+                        self.tombstones.insert(tombstone_key(p, body), body.clone());
                     }
                 }
                 "protocol" => self.protocol = Some(body.clone()),
@@ -298,6 +340,21 @@ fn nullable_struct(name: &str, fields: Vec<Field>) -> Field {
     Field::new(name, DataType::Struct(fields.into()), true)
 }
 
+/// A file's deletion vector descriptor, in `add` and `remove`.
+fn deletion_vector() -> Field {
+    let f = |name: &str, t: DataType| Field::new(name, t, true);
+    nullable_struct(
+        "deletionVector",
+        vec![
+            f("storageType", DataType::Utf8),
+            f("pathOrInlineDv", DataType::Utf8),
+            f("offset", DataType::Int32),
+            f("sizeInBytes", DataType::Int32),
+            f("cardinality", DataType::Int64),
+        ],
+    )
+}
+
 /// The columns of a classic checkpoint, as Spark writes them (every field
 /// nullable), restricted to the actions sluice writes.
 fn checkpoint_schema() -> Schema {
@@ -321,6 +378,7 @@ fn checkpoint_schema() -> Schema {
                 f("dataChange", DataType::Boolean),
                 f("stats", DataType::Utf8),
                 f("tags", string_map()),
+                deletion_vector(),
             ],
         ),
         nullable_struct(
@@ -332,6 +390,7 @@ fn checkpoint_schema() -> Schema {
                 f("extendedFileMetadata", DataType::Boolean),
                 f("partitionValues", string_map()),
                 f("size", DataType::Int64),
+                deletion_vector(),
             ],
         ),
         nullable_struct(
@@ -410,6 +469,7 @@ pub async fn write_checkpoint(
             "stats": a.get("stats").cloned().unwrap_or(Value::Null),
             // Current tables keep each file's key range here.
             "tags": a.get("tags").cloned().unwrap_or(Value::Null),
+            "deletionVector": a.get("deletionVector").cloned().unwrap_or(Value::Null),
         }})
     }));
     let retention = match tombstones::retention_ms(state.metadata.as_ref()) {
@@ -433,6 +493,7 @@ pub async fn write_checkpoint(
                     "extendedFileMetadata": r.get("extendedFileMetadata").cloned().unwrap_or(Value::Null),
                     "partitionValues": r.get("partitionValues").cloned().unwrap_or(Value::Null),
                     "size": r.get("size").cloned().unwrap_or(Value::Null),
+                    "deletionVector": r.get("deletionVector").cloned().unwrap_or(Value::Null),
                 }})
             }),
     );

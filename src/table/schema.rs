@@ -117,21 +117,106 @@ fn has_timestamp_ntz(t: &DataType) -> bool {
 /// table feature. No column mapping, deletion vectors or type widening:
 /// Polars and the `deltalake` package refuse tables with them.
 pub fn protocol(fields: &[Field]) -> Value {
+    protocol_with(fields, false)
+}
+
+/// [`protocol`], with the `deletionVectors` feature when `vectors`.
+pub fn protocol_with(fields: &[Field], vectors: bool) -> Value {
+    let mut features = Vec::new();
     if fields.iter().any(|f| has_timestamp_ntz(f.data_type())) {
+        features.push("timestampNtz");
+    }
+    if vectors {
+        features.push("deletionVectors");
+    }
+    if features.is_empty() {
+        json!({"minReaderVersion": 1, "minWriterVersion": 2})
+    } else {
         json!({
             "minReaderVersion": 3,
             "minWriterVersion": 7,
-            "readerFeatures": ["timestampNtz"],
-            "writerFeatures": ["timestampNtz"],
+            "readerFeatures": features,
+            "writerFeatures": features,
         })
-    } else {
-        json!({"minReaderVersion": 1, "minWriterVersion": 2})
     }
+}
+
+fn features(p: &Value, key: &str) -> std::collections::BTreeSet<String> {
+    p[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The protocol a table at `old` must move to so that it has what `needed`
+/// has; `None` when it has it already (a protocol is never lowered, and
+/// features another writer added stay).
+pub fn raised(old: Option<&Value>, needed: &Value) -> Option<Value> {
+    let Some(old) = old else {
+        return Some(needed.clone());
+    };
+    let version = |p: &Value, k: &str| p[k].as_u64().unwrap_or(0);
+    let (old_r, old_w) = (
+        version(old, "minReaderVersion"),
+        version(old, "minWriterVersion"),
+    );
+    let (new_r, new_w) = (
+        version(needed, "minReaderVersion"),
+        version(needed, "minWriterVersion"),
+    );
+    let (want_r, want_w) = (
+        features(needed, "readerFeatures"),
+        features(needed, "writerFeatures"),
+    );
+    if want_r.is_empty() && want_w.is_empty() {
+        return (new_r > old_r || new_w > old_w).then(|| needed.clone());
+    }
+    let (has_r, has_w) = (
+        features(old, "readerFeatures"),
+        features(old, "writerFeatures"),
+    );
+    if old_r >= 3 && old_w >= 7 && want_r.is_subset(&has_r) && want_w.is_subset(&has_w) {
+        return None;
+    }
+    let reader: std::collections::BTreeSet<String> = has_r.union(&want_r).cloned().collect();
+    let writer: std::collections::BTreeSet<String> = has_w.union(&want_w).cloned().collect();
+    Some(json!({
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": reader,
+        "writerFeatures": writer,
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_protocol_is_raised_to_what_is_needed_and_never_lowered() {
+        let ntz = vec![Field::new(
+            "t",
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+            true,
+        )];
+        let plain = protocol(&[]);
+        assert_eq!(raised(None, &plain), Some(plain.clone()));
+        assert_eq!(raised(Some(&plain), &plain), None);
+        let dv = protocol_with(&[], true);
+        assert_eq!(dv["readerFeatures"], json!(["deletionVectors"]));
+        assert_eq!(raised(Some(&plain), &dv), Some(dv.clone()));
+        // A DATETIME column later: both features.
+        let both = raised(Some(&dv), &protocol_with(&ntz, true)).unwrap();
+        assert_eq!(
+            both["readerFeatures"],
+            json!(["deletionVectors", "timestampNtz"])
+        );
+        // Vectors off again: nothing is taken away.
+        assert_eq!(raised(Some(&both), &protocol(&ntz)), None);
+        assert_eq!(raised(Some(&both), &plain), None);
+    }
     use arrow::datatypes::TimeUnit;
     use std::sync::Arc;
 

@@ -1595,3 +1595,22 @@ pub fn op_counts(rows: &[Row]) -> HashMap<String, usize> {
     }
     counts
 }
+
+/// A seeded random source for randomized tests: the seed from
+/// `SLUICE_TEST_SEED` (else `default`), printed so that a failure can be
+/// replayed, and a xorshift generator of numbers below `n`.
+pub fn seeded_rng(default: u64) -> (u64, impl FnMut(u64) -> u64) {
+    let seed: u64 = std::env::var("SLUICE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    println!("SLUICE_TEST_SEED={seed}");
+    let mut state = seed | 1;
+    let rng = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    (seed, rng)
+}

@@ -475,21 +475,20 @@ fn fold_figures(stderr: &[u8], key: &str) -> u64 {
 /// the smallest memory share, so that folds spill sorted runs to disk, and
 /// 8 KiB files, so that they touch and split many key ranges: after each
 /// fold the current table equals the source for every reader.
-/// `SLUICE_TEST_SEED` replays a run.
+/// `SLUICE_TEST_SEED` replays a run. With deletion vectors (the default)
+/// and without.
 #[test]
 fn random_changes_fold_to_the_source_through_spills_and_many_files() {
-    let seed: u64 = std::env::var("SLUICE_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_2026_1201);
-    println!("SLUICE_TEST_SEED={seed}");
-    let mut state_rng = seed | 1;
-    let mut rng = move |n: u64| {
-        state_rng ^= state_rng << 13;
-        state_rng ^= state_rng >> 7;
-        state_rng ^= state_rng << 17;
-        state_rng % n
-    };
+    random_changes_fold("auto");
+}
+
+#[test]
+fn random_changes_fold_to_the_source_without_deletion_vectors() {
+    random_changes_fold("never");
+}
+
+fn random_changes_fold(vectors: &str) {
+    let (seed, mut rng) = seeded_rng(0x5eed_2026_1201);
     let db = MariaDb::start();
     db.sql(
         "CREATE DATABASE shop;
@@ -502,8 +501,9 @@ fn random_changes_fold_to_the_source_through_spills_and_many_files() {
     let state = tempfile::tempdir().unwrap();
     let mut sluice = Sluice::new(&db, lake.path(), state.path());
     sluice.max_buffer_bytes = "1MiB".into();
-    sluice.extra =
-        "[current]\nenabled = true\nrefresh = \"1h\"\ntarget_file_size = \"8KiB\"\n".into();
+    sluice.extra = format!(
+        "[current]\nenabled = true\nrefresh = \"1h\"\ntarget_file_size = \"8KiB\"\ndeletion_vectors = \"{vectors}\"\n"
+    );
     let dir = current_dir(lake.path(), &db, "rnd");
     let cols = ["id", "g", "v", "note"];
     let mut live: BTreeSet<u64> = BTreeSet::new();
@@ -616,13 +616,61 @@ fn random_changes_fold_to_the_source_through_spills_and_many_files() {
         "only {files} files were written: ranges barely split"
     );
     assert_no_orphans(&dir);
+    let (marked, _) = vector_counts(&dir);
+    if vectors == "never" {
+        assert_eq!(
+            marked, 0,
+            "deletion vectors with deletion_vectors = \"never\""
+        );
+        assert!(!has_vector_feature(&dir));
+    } else {
+        assert!(marked > 0, "no fold wrote a deletion vector");
+        assert!(has_vector_feature(&dir));
+    }
 }
 
-/// Fold cost per changed row and per table size (BENCHMARKS.md, "Current-state
-/// tables"). Not a test: `benches/current.sh` runs it.
-/// BENCH_ROWS: comma-separated table sizes; BENCH_FILE_SIZE: target_file_size;
-/// BENCH_BACKEND=s3: the lake in a moto_server bucket. Each step's peak RSS is
-/// that of the whole `sluice run --until-caught-up` (stream and fold).
+/// How many `add` actions of a table's log carry a deletion vector, and
+/// how many of its commits change no data (purges).
+pub(crate) fn vector_counts(dir: &Path) -> (usize, usize) {
+    let commits = delta_commits(dir);
+    let marked = commits
+        .iter()
+        .flat_map(|(_, a)| a)
+        .filter(|a| a.get("add").is_some_and(|x| !x["deletionVector"].is_null()))
+        .count();
+    let purges = commits
+        .iter()
+        .filter(|(_, a)| {
+            a.iter()
+                .any(|x| x.get("remove").is_some_and(|r| r["dataChange"] == false))
+        })
+        .count();
+    (marked, purges)
+}
+
+/// Whether the newest protocol of a table has the `deletionVectors` feature.
+fn has_vector_feature(dir: &Path) -> bool {
+    delta_commits(dir)
+        .iter()
+        .flat_map(|(_, a)| a)
+        .filter_map(|a| a.get("protocol"))
+        .next_back()
+        .is_some_and(|p| {
+            p["readerFeatures"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|x| x == "deletionVectors"))
+        })
+}
+
+/// Fold cost per changed row and per table size, with deletion vectors and
+/// without (BENCHMARKS.md, "Current-state tables"). Not a test:
+/// `benches/current.sh` runs it. BENCH_ROWS: comma-separated table sizes;
+/// BENCH_FILE_SIZE: target_file_size; BENCH_VECTORS: the
+/// `deletion_vectors` settings to compare (default "auto,never");
+/// BENCH_BACKEND=s3: the lake in a moto_server bucket. Each step's peak RSS
+/// is that of the whole `sluice run --until-caught-up` (stream and fold).
+/// "written" is what the fold's commit added (new files and vector files),
+/// "x rows" that over the changed rows' share of the table's bytes.
 #[test]
 #[ignore]
 fn bench_fold_cost() {
@@ -632,99 +680,118 @@ fn bench_fold_cost() {
         .map(|s| s.trim().parse().expect("BENCH_ROWS: numbers"))
         .collect();
     let file_size = std::env::var("BENCH_FILE_SIZE").unwrap_or_else(|_| "4MiB".into());
+    let modes = std::env::var("BENCH_VECTORS").unwrap_or_else(|_| "auto,never".into());
     let backend = match std::env::var("BENCH_BACKEND").as_deref() {
         Ok("s3") => Backend::S3,
         _ => Backend::Local,
     };
-    println!("| rows | fold | changed rows | ms | ms per 1000 changed | bytes removed | bytes added | table bytes | peak RSS MiB |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| rows | vectors | fold | changed rows | fold ms | ms per 1000 changed | written bytes | x rows | vector bytes | bytes removed | live files | table bytes | peak RSS MiB |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for rows in sizes {
-        let db = MariaDb::start();
-        db.sql(
-            "CREATE DATABASE shop;
-             CREATE TABLE shop.big (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(40));",
-        );
-        let test_lake = TestLake::new(backend);
-        let state = tempfile::tempdir().unwrap();
-        let mut sluice = test_lake.sluice(&db, state.path());
-        // sluice's own [flush] defaults: max_buffer_bytes 96 MiB, of which
-        // the fold takes a quarter.
-        sluice.default_flush = true;
-        sluice.timeout = std::time::Duration::from_secs(3600);
-        sluice.extra = format!(
-            "[current]\nenabled = true\nrefresh = \"1h\"\ntarget_file_size = \"{file_size}\"\n"
-        );
-        // In steps of a million rows: one transaction per step.
-        for from in (0..rows).step_by(1_000_000) {
-            let n = (rows - from).min(1_000_000);
-            db.sql(&format!(
-                "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{n};"
-            ));
+        for mode in modes.split(',') {
+            bench_fold_steps(rows, mode.trim(), &file_size, backend);
         }
-        let one = rows / 100;
-        let steps = [
-            ("build", String::new()),
-            (
-                "1 % recent",
-                format!(
-                    "UPDATE shop.big SET v = -v WHERE id > (SELECT MAX(id) FROM (SELECT id FROM shop.big) x) - {};
-                     INSERT INTO shop.big (v, pad) SELECT seq, 'new' FROM shop.seq_1_to_{};",
-                    one / 2,
-                    one / 2
-                ),
+    }
+}
+
+fn bench_fold_steps(rows: u64, mode: &str, file_size: &str, backend: Backend) {
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.big (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(40));",
+    );
+    let test_lake = TestLake::new(backend);
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = test_lake.sluice(&db, state.path());
+    // sluice's own [flush] defaults: max_buffer_bytes 96 MiB, of which
+    // the fold takes a quarter.
+    sluice.default_flush = true;
+    sluice.timeout = std::time::Duration::from_secs(3600);
+    sluice.extra = format!(
+        "[current]\nenabled = true\nrefresh = \"1h\"\ntarget_file_size = \"{file_size}\"\ndeletion_vectors = \"{mode}\"\n"
+    );
+    // In steps of a million rows: one transaction per step.
+    for from in (0..rows).step_by(1_000_000) {
+        let n = (rows - from).min(1_000_000);
+        db.sql(&format!(
+            "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{n};"
+        ));
+    }
+    let one = rows / 100;
+    // Random keys: a multiplicative hash of the key picks them.
+    let random = |per_mille: u64, round: u64| {
+        format!(
+            "UPDATE shop.big SET v = v + 1 WHERE (id * 2654435761 + {round}) % 1000 < {per_mille};"
+        )
+    };
+    let steps = [
+        ("build", String::new()),
+        ("0.1 % random", random(1, 1)),
+        ("1 % random", random(10, 2)),
+        ("0.1 % random again", random(1, 3)),
+        (
+            "1 % recent",
+            format!(
+                "UPDATE shop.big SET v = -v WHERE id > (SELECT MAX(id) FROM (SELECT id FROM shop.big) x) - {};
+                 INSERT INTO shop.big (v, pad) SELECT seq, 'new' FROM shop.seq_1_to_{};",
+                one / 2,
+                one / 2
             ),
-            ("1 % random", "UPDATE shop.big SET v = v + 1 WHERE id % 100 = 7;".to_string()),
-        ];
-        for (name, sql) in steps {
-            if !sql.is_empty() {
-                db.sql(&sql);
-            }
-            let run = sluice.command(&["run", "--until-caught-up"]);
-            let out = Command::new("/usr/bin/time")
-                .args(["-f", "peak_rss_kib=%M"])
-                .arg(run.get_program())
-                .args(run.get_args())
-                .envs(run.get_envs().filter_map(|(k, v)| Some((k, v?))))
-                .output()
-                .expect("run sluice under /usr/bin/time");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let rss_kib: u64 = String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .find_map(|l| l.strip_prefix("peak_rss_kib="))
-                .and_then(|v| v.trim().parse().ok())
-                .expect("peak RSS from /usr/bin/time");
-            let lake = test_lake.read();
-            let dir = current_dir(&lake.root, &db, "big");
-            let live: u64 = {
-                let mut live: BTreeMap<String, u64> = BTreeMap::new();
-                for (_, actions) in delta_commits(&dir) {
-                    for a in actions {
-                        if let Some(add) = a.get("add") {
-                            live.insert(
-                                add["path"].as_str().unwrap().into(),
-                                add["size"].as_u64().unwrap(),
-                            );
-                        }
-                        if let Some(rm) = a.get("remove") {
-                            live.remove(rm["path"].as_str().unwrap());
-                        }
-                    }
-                }
-                live.values().sum()
-            };
-            let ms = fold_figures(&out.stderr, "ms");
-            let changed = fold_figures(&out.stderr, "changed_rows");
-            println!(
-                "| {rows} | {name} | {changed} | {ms} | {:.1} | {} | {} | {live} | {} |",
-                ms as f64 * 1000.0 / changed.max(1) as f64,
-                fold_figures(&out.stderr, "bytes_removed"),
-                fold_figures(&out.stderr, "bytes_added"),
-                rss_kib / 1024,
-            );
+        ),
+    ];
+    for (name, sql) in steps {
+        if !sql.is_empty() {
+            db.sql(&sql);
         }
+        let run = sluice.command(&["run", "--until-caught-up"]);
+        let out = Command::new("/usr/bin/time")
+            .args(["-f", "peak_rss_kib=%M"])
+            .arg(run.get_program())
+            .args(run.get_args())
+            .envs(run.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .output()
+            .expect("run sluice under /usr/bin/time");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rss_kib: u64 = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .find_map(|l| l.strip_prefix("peak_rss_kib="))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("peak RSS from /usr/bin/time");
+        let lake = test_lake.read();
+        let dir = current_dir(&lake.root, &db, "big");
+        let mut live: BTreeMap<String, u64> = BTreeMap::new();
+        for (_, actions) in delta_commits(&dir) {
+            for a in &actions {
+                if let Some(rm) = a.get("remove") {
+                    live.remove(rm["path"].as_str().unwrap());
+                }
+            }
+            for a in &actions {
+                if let Some(add) = a.get("add") {
+                    live.insert(
+                        add["path"].as_str().unwrap().into(),
+                        add["size"].as_u64().unwrap(),
+                    );
+                }
+            }
+        }
+        let table_bytes: u64 = live.values().sum();
+        let ms = fold_figures(&out.stderr, "ms");
+        let changed = fold_figures(&out.stderr, "changed_rows");
+        let vector_bytes = fold_figures(&out.stderr, "vector_bytes");
+        let written = fold_figures(&out.stderr, "bytes_added") + vector_bytes;
+        let row_share = changed as f64 * table_bytes as f64 / rows.max(1) as f64;
+        println!(
+            "| {rows} | {mode} | {name} | {changed} | {ms} | {:.1} | {written} | {:.1} | {vector_bytes} | {} | {} | {table_bytes} | {} |",
+            ms as f64 * 1000.0 / changed.max(1) as f64,
+            written as f64 / row_share.max(1.0),
+            fold_figures(&out.stderr, "bytes_removed"),
+            live.len(),
+            rss_kib / 1024,
+        );
     }
 }

@@ -21,6 +21,7 @@ mod compaction;
 mod compressed;
 mod current;
 mod ddl_corpus;
+mod deletion_vectors;
 mod delta;
 mod delta_logs;
 mod differential;

@@ -21,7 +21,10 @@ use super::sort::{Merge, Sorter, KEY, REMOVED, VALUES};
 use super::*;
 
 mod changes;
+mod marks;
+mod purge;
 use changes::{live_sources, manifest_sources, read_change_rows};
+pub(super) use marks::LiveRows;
 
 /// Row groups of a current table's files stay below this (encoded), so that
 /// reading or writing one holds little.
@@ -63,6 +66,8 @@ struct Output<'a> {
     adds: Vec<Value>,
     written: Vec<Path>,
     n: usize,
+    /// Whether the files change the table's data (`false`: a purge).
+    data_change: bool,
 }
 
 impl Output<'_> {
@@ -118,7 +123,7 @@ impl Output<'_> {
         };
         let meta = open.writer.finish().await?;
         let size = open.writer.bytes_written() as u64;
-        if std::env::var_os(ABORT_IN_FOLD).is_some() {
+        if std::env::var_os(ABORT_IN_FOLD).is_some_and(|v| v != "vectors") {
             // Tests: a kill in the middle of a fold.
             std::process::abort();
         }
@@ -128,7 +133,7 @@ impl Output<'_> {
             "partitionValues": {},
             "size": size,
             "modificationTime": chrono::Utc::now().timestamp_millis(),
-            "dataChange": true,
+            "dataChange": self.data_change,
             "stats": stats.to_string(),
             "tags": {TAG_FIRST: hex(&open.first), TAG_LAST: hex(&open.last)},
         }}));
@@ -147,6 +152,8 @@ struct Applier<'a> {
     target: &'a Target<'a>,
     reshape: Option<&'a [Option<String>]>,
     files: &'a [(String, FileRange)],
+    /// The `add` actions of the files, by path.
+    adds: &'a BTreeMap<String, Value>,
     ranges: &'a [FileRange],
     merge: Merge,
     /// The change batch: its rows (the table's columns), keys, removals,
@@ -285,14 +292,9 @@ impl<'a> Applier<'a> {
 
     /// Merges file `i` with the changes that go to it.
     async fn rewrite(&mut self, i: usize) -> Result<()> {
-        let (path, range) = &self.files[i];
-        let mut stream = open_parquet(
-            &self.ctx.store,
-            self.dir.clone().join(path.as_str()),
-            Some(range.bytes),
-        )
-        .await?;
-        while let Some(batch) = stream.try_next().await? {
+        let (path, _) = &self.files[i];
+        let mut rows = LiveRows::open(&self.ctx.store, self.dir, path, &self.adds[path]).await?;
+        while let Some(batch) = rows.next().await? {
             self.flush().await?;
             self.file = own_shape(batch, self.reshape, &self.target.schema)?;
             self.file_keys = Some(key_rows(
@@ -372,7 +374,7 @@ pub(super) async fn fold_table(
     if state.version.is_some() && folded >= ctx.s1 {
         return Ok(FoldReport::default());
     }
-    remove_unfinished(ctx.store.as_ref(), &dir, folded).await?;
+    remove_unfinished(ctx.store.as_ref(), &dir, folded, &state).await?;
     let tv = lineage.last();
     let own_version = lineage.members.last().map_or(tv.schema.version, |m| m.1);
     let schema = shape::current_schema(&tv.schema);
@@ -421,6 +423,16 @@ pub(super) async fn fold_table(
                     .copy(&src_dir.clone().join(path.as_str()), &to)
                     .await?;
                 copied.push(to);
+                // Its deletion vector's file goes along, at the same place.
+                if let Some(v) = dv::descriptor_file(&add["deletionVector"]) {
+                    let to = dir.clone().join(v.as_str());
+                    if !copied.contains(&to) {
+                        ctx.store
+                            .copy(&src_dir.clone().join(v.as_str()), &to)
+                            .await?;
+                        copied.push(to);
+                    }
+                }
                 let mut add = add.clone();
                 add["path"] = json!(name);
                 files.insert(name, add);
@@ -488,6 +500,13 @@ pub(super) async fn fold_table(
         }
     }
     ranged.sort_by(|a, b| a.1.first.cmp(&b.1.first));
+    // Files of folds with deletion vectors may overlap in key range: only
+    // such a fold can apply changes to them; any other rebuilds the table.
+    let vectors = ctx.deletion_vectors && matches!(base, Base::Own) && reshape.is_none();
+    let overlap = ranged.windows(2).any(|w| w[1].1.first <= w[0].1.last);
+    if overlap && !vectors {
+        unranged = true;
+    }
 
     let mut removed: Vec<&String> = Vec::new();
     if !matches!(base, Base::Own) {
@@ -500,23 +519,18 @@ pub(super) async fn fold_table(
             // Every row of the table joins the changes, before all of them
             // (a change of the primary key: the table is rebuilt in the new
             // key order, through the sorter's bounded memory).
+            // (A renamed table's files are copied into `dir` by now.)
             for (path, add) in &base_files {
-                let mut stream = open_parquet(
-                    &ctx.store,
-                    dir.clone().join(path.as_str()),
-                    add["size"].as_u64(),
+                sort_live_rows(
+                    ctx,
+                    &dir,
+                    path,
+                    add,
+                    reshape.as_deref(),
+                    &target,
+                    &mut sorter,
                 )
                 .await?;
-                while let Some(batch) = stream.try_next().await? {
-                    let batch = own_shape(batch, reshape.as_deref(), &schema)?;
-                    let kb = sorter.add_keys(key_rows(&target.conv, &batch, &target.key_idx)?);
-                    let n = batch.num_rows();
-                    let vb = sorter.add_values(batch);
-                    for r in 0..n as u32 {
-                        sorter.put(i64::MIN, (kb, r), (vb, r));
-                    }
-                    sorter.spill_if_full()?;
-                }
             }
         }
         removed.extend(base_files.keys());
@@ -524,38 +538,69 @@ pub(super) async fn fold_table(
     }
     let spilled = sorter.spilled_runs();
     let ranges: Vec<FileRange> = ranged.iter().map(|r| r.1.clone()).collect();
-    let applier = Applier {
+    let out = Output {
         ctx,
         dir: &dir,
-        target: &target,
-        reshape: reshape.as_deref(),
-        files: &ranged,
-        ranges: &ranges,
-        merge: sorter.finish()?,
-        changes: RecordBatch::new_empty(schema.clone()),
-        keys: BinaryArray::from_vec(vec![]),
-        removed: BooleanArray::from(Vec::<bool>::new()),
-        next: 0,
-        file: RecordBatch::new_empty(schema.clone()),
-        file_keys: None,
-        picks: Vec::new(),
-        out: Output {
+        schema: schema.clone(),
+        open: None,
+        adds: Vec::new(),
+        written: Vec::new(),
+        n: 0,
+        data_change: true,
+    };
+    // Files whose vectors grow: their `add` again, with the new vector.
+    let mut marked: Vec<(String, Value)> = Vec::new();
+    let run = if vectors && !full {
+        let mut out = out;
+        let done = async {
+            let marks = marks::mark_changes(
+                ctx,
+                &dir,
+                &target,
+                &ranged,
+                &base_files,
+                sorter.finish()?,
+                &mut out,
+            )
+            .await?;
+            out.cut().await?;
+            let (adds, file) =
+                marks::with_vectors(ctx, &dir, &ranged, &base_files, marks, &mut report).await?;
+            marked = adds;
+            out.written.extend(file);
+            Ok(())
+        }
+        .await;
+        done.map(|()| (out, Vec::new()))
+    } else {
+        Applier {
             ctx,
             dir: &dir,
-            schema: schema.clone(),
-            open: None,
-            adds: Vec::new(),
-            written: Vec::new(),
-            n: 0,
-        },
-        rewritten: Vec::new(),
+            target: &target,
+            reshape: reshape.as_deref(),
+            files: &ranged,
+            adds: &base_files,
+            ranges: &ranges,
+            merge: sorter.finish()?,
+            changes: RecordBatch::new_empty(schema.clone()),
+            keys: BinaryArray::from_vec(vec![]),
+            removed: BooleanArray::from(Vec::<bool>::new()),
+            next: 0,
+            file: RecordBatch::new_empty(schema.clone()),
+            file_keys: None,
+            picks: Vec::new(),
+            out,
+            rewritten: Vec::new(),
+        }
+        .run()
+        .await
     };
-    let (out, rewritten) = match applier.run().await {
+    let (out, rewritten) = match run {
         Ok(done) => done,
         Err(e) => {
             // Files of this fold are named for a seq no version holds: the
             // next fold deletes them too; try now.
-            let _ = remove_unfinished(ctx.store.as_ref(), &dir, folded).await;
+            let _ = remove_unfinished(ctx.store.as_ref(), &dir, folded, &state).await;
             return Err(e);
         }
     };
@@ -567,9 +612,14 @@ pub(super) async fn fold_table(
         schema.fields().iter().map(|f| f.as_ref().clone()).collect();
     let schema_string = super::super::schema::schema_string(&fields)
         .map_err(|e| lake_err(t, format!("a type Delta Lake cannot hold: {e}")))?;
-    let protocol = super::super::schema::protocol(&fields);
+    let protocol = super::super::schema::protocol_with(&fields, ctx.deletion_vectors);
     let now = chrono::Utc::now().timestamp_millis();
-    let configuration = json!({CONF_VERSION: own_version.to_string(), CONF_KEY: key_desc});
+    let mut configuration = json!({CONF_VERSION: own_version.to_string(), CONF_KEY: key_desc});
+    let mut conf_keys = vec![CONF_VERSION, CONF_KEY];
+    if ctx.deletion_vectors {
+        configuration[CONF_VECTORS] = json!("true");
+        conf_keys.push(CONF_VECTORS);
+    }
     let metadata = match &state.metadata {
         None => Some(json!({
             "id": uuid::Uuid::new_v4().to_string(),
@@ -584,7 +634,7 @@ pub(super) async fn fold_table(
         // Properties other writers set (SET TBLPROPERTIES) stay as they are.
         Some(old)
             if old["schemaString"].as_str() != Some(schema_string.as_str())
-                || [CONF_VERSION, CONF_KEY]
+                || conf_keys
                     .iter()
                     .any(|k| old["configuration"][*k] != configuration[*k]) =>
         {
@@ -593,31 +643,32 @@ pub(super) async fn fold_table(
             if !new["configuration"].is_object() {
                 new["configuration"] = json!({});
             }
-            for k in [CONF_VERSION, CONF_KEY] {
-                new["configuration"][k] = configuration[k].clone();
+            for k in &conf_keys {
+                new["configuration"][*k] = configuration[*k].clone();
             }
             Some(new)
         }
         Some(_) => None,
     };
-    let raise = match &state.protocol {
-        None => true,
-        Some(p) => p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64(),
-    };
+    let raise = super::super::schema::raised(state.protocol.as_ref(), &protocol);
     let Output { adds, written, .. } = out;
     let logged_removes: Vec<&String> = removed
         .iter()
         .copied()
         .filter(|p| state.files.contains_key(*p))
         .collect();
-    if state.version.is_some() && adds.is_empty() && logged_removes.is_empty() && metadata.is_none()
+    if state.version.is_some()
+        && adds.is_empty()
+        && logged_removes.is_empty()
+        && marked.is_empty()
+        && metadata.is_none()
     {
         // Nothing changed: no new version (`status` counts the table as
         // current when its changelog has nothing after the folded seq).
         return Ok(report);
     }
     let mut actions = commit_head(ctx, t, "fold");
-    if raise {
+    if let Some(protocol) = raise {
         actions.push(json!({ "protocol": protocol }));
     }
     if let Some(md) = metadata {
@@ -627,6 +678,11 @@ pub(super) async fn fold_table(
         report.files_removed += 1;
         report.bytes_removed += state.files[*p]["size"].as_u64().unwrap_or(0);
         actions.push(remove_action(p, &state.files[*p]));
+    }
+    // A file whose vector grew: removed with its old vector, added with the new.
+    for (p, add) in &marked {
+        actions.push(remove_action(p, &state.files[p]));
+        actions.push(json!({ "add": add }));
     }
     // Copies of a renamed table's files that were not rewritten go in as they are.
     let kept_copies: Vec<&Value> = base_files
@@ -662,7 +718,38 @@ pub(super) async fn fold_table(
         }
     }
     report.commits = 1;
+    if ctx.deletion_vectors {
+        // The fold is committed: a purge that fails is redone after the next.
+        if let Err(e) = purge::purge(ctx, t, &target, &dir, &mut report).await {
+            tracing::warn!(table = %t.name(), error = %e, "purge of a current table failed; the next fold tries again");
+        }
+    }
     Ok(report)
+}
+
+/// Puts every live row of a file of the current table (in `dir`, reshaped
+/// by `reshape`) into `sorter`, before every change.
+async fn sort_live_rows(
+    ctx: &Ctx<'_>,
+    dir: &Path,
+    path: &str,
+    add: &Value,
+    reshape: Option<&[Option<String>]>,
+    target: &Target<'_>,
+    sorter: &mut Sorter,
+) -> Result<()> {
+    let mut rows = LiveRows::open(&ctx.store, dir, path, add).await?;
+    while let Some(batch) = rows.next().await? {
+        let batch = own_shape(batch, reshape, &target.schema)?;
+        let kb = sorter.add_keys(key_rows(&target.conv, &batch, &target.key_idx)?);
+        let n = batch.num_rows();
+        let vb = sorter.add_values(batch);
+        for r in 0..n as u32 {
+            sorter.put(i64::MIN, (kb, r), (vb, r));
+        }
+        sorter.spill_if_full()?;
+    }
+    Ok(())
 }
 
 /// The version (renumbered as in `lineage`) and the key of the files of

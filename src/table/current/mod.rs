@@ -3,27 +3,30 @@
 //! table's rows as of a manifest, folded from the changelog.
 //!
 //! A fold reads the changelog files that the manifests since the last fold
-//! list, applies them per key with the replay rules ([`apply`]) and rewrites
-//! only the files that hold changed keys, in one Delta commit whose `txn`
-//! (`appId` [`APP_ID`]) is the manifest seq folded.
+//! list, applies them per key with the replay rules ([`apply`]) and commits
+//! the result in one Delta commit whose `txn` (`appId` [`APP_ID`]) is the
+//! manifest seq folded.
 //!
-//! Layout: the files of a current table hold disjoint key ranges, each file
-//! sorted by key, its range recorded in the `add` action's `tags`
-//! (`sluice.first`/`sluice.last`, the key in Arrow's row format, hex). Key
-//! ranges rather than hash buckets because the common source table has an
-//! auto-increment key and most writes go to recent rows: inserts append to
-//! the last file until it reaches the target size and then start a new one,
-//! updates of recent rows rewrite the last file or two, and the old files
-//! stay as they are (BENCHMARKS.md has the figures). Random updates touch
-//! many files; that costs as a rewrite of those files, never more.
-//! Deletion vectors would make a fold cost proportional to the changes, but
-//! Polars and the `deltalake` package refuse or misread them.
+//! Layout: each file of a current table is sorted by key, its key range
+//! recorded in the `add` action's `tags` (`sluice.first`/`sluice.last`, the
+//! key in Arrow's row format, hex). With deletion vectors (`[current]
+//! deletion_vectors = "auto"`, [`dv`]) a fold marks the rows that changed
+//! keys replace or remove in vectors of the files that hold them and writes
+//! the changed rows into new files, so its cost follows the changes; files
+//! may then overlap in range, and a purge rewrites files with much deleted
+//! and merges small ones (`fold_table::purge`). Without (`"never"`), files
+//! hold disjoint key ranges and a fold rewrites the files whose ranges hold
+//! changed keys: inserts with an auto-increment key append to the last file
+//! until it reaches the target size and then start a new one, updates of
+//! recent rows rewrite the last file or two, random updates rewrite many
+//! (BENCHMARKS.md has the figures).
 //!
 //! Crash safety: new files carry the folded seq in their name; a fold first
 //! deletes files named for a seq above the table's last fold (a fold that
 //! died before its commit), and its commit is put-if-absent.
 
 mod apply;
+pub(crate) mod dv;
 mod identity;
 mod shape;
 mod sort;
@@ -54,7 +57,8 @@ pub use status::{current_status, CurrentStatus};
 pub const CURRENT_DIR: &str = "_current";
 /// The `appId` of a current table's `txn` actions; `version` is the manifest seq.
 pub const APP_ID: &str = "sluice-current";
-/// Test hook: abort after a fold wrote its first file, before its commit.
+/// Test hook: abort after a fold wrote its first file, before its commit
+/// (with the value `vectors`: after it wrote its deletion vector file).
 pub const ABORT_IN_FOLD: &str = "SLUICE_TEST_ABORT_IN_FOLD";
 /// Default `[current] target_file_size`.
 pub const DEFAULT_TARGET_FILE_BYTES: u64 = 128 << 20;
@@ -63,6 +67,8 @@ const TAG_FIRST: &str = "sluice.first";
 const TAG_LAST: &str = "sluice.last";
 const CONF_VERSION: &str = "sluice.schemaVersion";
 const CONF_KEY: &str = "sluice.key";
+/// The table property that says a table may have deletion vectors.
+const CONF_VECTORS: &str = "delta.enableDeletionVectors";
 
 /// The current table folder of `db.table`.
 pub fn current_dir(db: &str, table: &str) -> Path {
@@ -99,6 +105,11 @@ pub struct FoldJob {
     pub target: Manifest,
     pub tables: Vec<FoldTable>,
     pub target_file_bytes: u64,
+    /// Mark replaced rows in deletion vectors (`[current] deletion_vectors
+    /// = "auto"`) instead of rewriting the files that hold them.
+    pub deletion_vectors: bool,
+    /// A file whose deleted share reaches this is purged.
+    pub purge_threshold: f64,
     /// What the changes a fold sorts may hold in memory before a sorted run
     /// goes to disk under `spill_dir`.
     pub memory_budget: usize,
@@ -119,6 +130,14 @@ pub struct FoldReport {
     pub spilled_runs: usize,
     /// Manifests read for their changes.
     pub manifests_read: u64,
+    /// Rows newly marked deleted in deletion vectors, and the files whose
+    /// vectors grew.
+    pub rows_marked: u64,
+    pub files_marked: usize,
+    /// Bytes of the deletion vector files written.
+    pub vector_bytes: u64,
+    /// Files rewritten without their deleted rows (`dataChange: false`).
+    pub files_purged: usize,
 }
 
 impl FoldReport {
@@ -131,6 +150,10 @@ impl FoldReport {
         self.changed_rows += o.changed_rows;
         self.spilled_runs += o.spilled_runs;
         self.manifests_read += o.manifests_read;
+        self.rows_marked += o.rows_marked;
+        self.files_marked += o.files_marked;
+        self.vector_bytes += o.vector_bytes;
+        self.files_purged += o.files_purged;
     }
 }
 
@@ -280,6 +303,8 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         s1,
         target: &job.target,
         target_bytes: job.target_file_bytes.max(1),
+        deletion_vectors: job.deletion_vectors,
+        purge_threshold: job.purge_threshold,
         budget: job.memory_budget,
         spill_root: job.spill_dir.clone(),
     };
@@ -447,6 +472,8 @@ struct Ctx<'a> {
     s1: u64,
     target: &'a Manifest,
     target_bytes: u64,
+    deletion_vectors: bool,
+    purge_threshold: f64,
     budget: usize,
     spill_root: std::path::PathBuf,
 }
@@ -548,14 +575,24 @@ fn commit_head(ctx: &Ctx<'_>, t: &FoldTable, kind: &str) -> Vec<Value> {
 }
 
 fn remove_action(path: &str, add: &Value) -> Value {
-    json!({"remove": {
+    remove_with(path, add, true)
+}
+
+/// The `remove` of a live `add` (with its deletion vector, which names the
+/// file's rows that were live), changing data or not.
+fn remove_with(path: &str, add: &Value, data_change: bool) -> Value {
+    let mut remove = json!({
         "path": path,
         "deletionTimestamp": chrono::Utc::now().timestamp_millis(),
-        "dataChange": true,
+        "dataChange": data_change,
         "extendedFileMetadata": true,
         "partitionValues": {},
         "size": add["size"],
-    }})
+    });
+    if !add["deletionVector"].is_null() {
+        remove["deletionVector"] = add["deletionVector"].clone();
+    }
+    json!({ "remove": remove })
 }
 
 /// A fold's commit that did not happen, or may have.
@@ -621,16 +658,31 @@ fn file_seq(name: &str) -> Option<u64> {
     rest.get(..20)?.parse().ok()
 }
 
-/// Deletes files of folds that never committed: named for a seq after the
-/// last fold (`folded`).
-async fn remove_unfinished(store: &dyn ObjectStore, dir: &Path, folded: u64) -> Result<usize> {
+/// Deletes files of folds that never committed: data and deletion vector
+/// files named for a seq after the last fold (`folded`), and those named
+/// for the last fold that its log (`state`) does not know (a purge after
+/// that fold that died before its commit).
+async fn remove_unfinished(
+    store: &dyn ObjectStore,
+    dir: &Path,
+    folded: u64,
+    state: &TableState,
+) -> Result<usize> {
     let listed = store.list_with_delimiter(Some(dir)).await?;
+    let mut known: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for a in state.files.values().chain(state.tombstones.values()) {
+        known.extend(a["path"].as_str().map(str::to_string));
+        known.extend(dv::descriptor_file(&a["deletionVector"]));
+    }
     let mut removed = 0;
     for o in listed.objects {
-        let Some(seq) = o.location.filename().and_then(file_seq) else {
+        let Some(name) = o.location.filename() else {
             continue;
         };
-        if seq > folded {
+        let Some(seq) = file_seq(name).or_else(|| dv::file_seq(name)) else {
+            continue;
+        };
+        if seq > folded || (seq == folded && state.version.is_some() && !known.contains(name)) {
             store.delete(&o.location).await?;
             removed += 1;
         }
