@@ -68,13 +68,18 @@ fn unique_keys_are_kept_and_old_versions_have_none() {
         .unique_keys
         .is_empty());
     // `schema resync` shapes keep them too.
+    let resync = as_pending_resync(&h, &v.schema);
+    assert_eq!(resync.unique_keys, v.schema.unique_keys);
+}
+
+/// `schema` recorded as a `schema resync` shape, and read back.
+fn as_pending_resync(h: &SchemaHistory, schema: &TableSchema) -> ResyncShape {
     let at = BinlogPosition {
         file: "binlog.000001".into(),
         pos: 700,
     };
-    h.add_pending_resync(&v.schema, &at).unwrap();
-    let resync = h.pending_resync("shop", "t", &at).unwrap().unwrap();
-    assert_eq!(resync.unique_keys, v.schema.unique_keys);
+    h.add_pending_resync(schema, &at).unwrap();
+    h.pending_resync("shop", "t", &at).unwrap().unwrap()
 }
 
 #[test]
@@ -210,12 +215,7 @@ fn key_order_is_kept_and_old_versions_fold_in_table_order() {
     assert_eq!(h.versions("shop", "t").unwrap(), [v.clone()]);
     assert_eq!(TableVersion::from_json(&v.to_json()).unwrap(), v);
     // `schema resync` shapes keep it too.
-    let at = BinlogPosition {
-        file: "binlog.000001".into(),
-        pos: 700,
-    };
-    h.add_pending_resync(&v.schema, &at).unwrap();
-    let resync = h.pending_resync("shop", "t", &at).unwrap().unwrap();
+    let resync = as_pending_resync(&h, &v.schema);
     assert_eq!(resync.columns, v.schema.columns);
 
     let without_places = |mut columns: serde_json::Value| {
