@@ -517,3 +517,53 @@ fn a_key_without_recorded_places_folds_in_table_order() {
     let rekeyed = altered(&t, "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (b, a)");
     assert_eq!(rekeyed.fold_key(), ["b", "a"]);
 }
+
+/// A TABLE_MAP's FULL metadata lists the primary key's columns in key
+/// order (SIMPLE_PRIMARY_KEY): a shape derived from it keeps that order.
+#[test]
+fn a_shape_from_table_map_metadata_keeps_the_key_order() {
+    use crate::decode::testing::{event_bytes, lenenc, read_event, table_map_body};
+    use mysql_common::binlog::events::TableMapEvent;
+
+    const LONG: u8 = 3;
+    let mut body = table_map_body(
+        7,
+        "shop",
+        "t",
+        &[(LONG, &[]), (LONG, &[]), (LONG, &[])],
+        &[false, false, true],
+    );
+    let mut field = |kind: u8, content: Vec<u8>| {
+        body.push(kind);
+        lenenc(content.len() as u64, &mut body);
+        body.extend(content);
+    };
+    // COLUMN_NAME (4): a, b, v.
+    let mut names = Vec::new();
+    for name in ["a", "b", "v"] {
+        lenenc(1, &mut names);
+        names.extend(name.as_bytes());
+    }
+    field(4, names);
+    // SIMPLE_PRIMARY_KEY (8): column 1 (b), then column 0 (a).
+    field(8, vec![1, 0]);
+    let event = read_event(
+        &event_bytes(crate::decode::event_type::TABLE_MAP, 0, &body, false),
+        false,
+    );
+    let tme = event.read_event::<TableMapEvent<'_>>().unwrap();
+    let columns = derive_from_table_map(&tme, &[]).unwrap().unwrap();
+    let t = TableSchema {
+        database: "shop".into(),
+        name: "t".into(),
+        version: 1,
+        columns,
+        charset: None,
+        unique_keys: Vec::new(),
+    };
+    assert_eq!(
+        key_positions(&t),
+        [("a", Some(2)), ("b", Some(1)), ("v", None)]
+    );
+    assert_eq!(t.fold_key(), ["b", "a"]);
+}
