@@ -552,14 +552,9 @@ fn a_shape_from_table_map_metadata_keeps_the_key_order() {
         false,
     );
     let tme = event.read_event::<TableMapEvent<'_>>().unwrap();
-    let columns = derive_from_table_map(&tme, &[]).unwrap().unwrap();
     let t = TableSchema {
-        database: "shop".into(),
-        name: "t".into(),
-        version: 1,
-        columns,
-        charset: None,
-        unique_keys: Vec::new(),
+        columns: derive_from_table_map(&tme, &[]).unwrap().unwrap(),
+        ..create("CREATE TABLE t (a INT)")
     };
     assert_eq!(
         key_positions(&t),
