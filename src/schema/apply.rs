@@ -6,7 +6,7 @@ use mysql_common::collations::{Collation, CollationId};
 use mysql_common::constants::ColumnType;
 
 use super::ddl::{AlterOp, ColumnPosition, ColumnSpec, TableName, UniqueSpec};
-use super::{sort_unique_keys, ColumnDef, TableSchema, UniqueKey};
+use super::{next_key_position, sort_unique_keys, ColumnDef, TableSchema, UniqueKey};
 use crate::types::column::{is_textual, max_bytes_per_char, server_type};
 use crate::types::metadata::{enum_set_labels, raw_field};
 
@@ -29,13 +29,15 @@ fn resolve_charset(spec: &ColumnSpec, table_charset: &str) -> Option<String> {
 
 fn column_from_spec(spec: &ColumnSpec, table_charset: &str) -> Result<ColumnDef, String> {
     let charset = resolve_charset(spec, table_charset);
-    ColumnDef::new(
+    let mut column = ColumnDef::new(
         spec.name.clone(),
         server_type(&spec.mysql_type, charset.as_deref()),
         charset,
         spec.nullable,
         spec.primary_key,
-    )
+    )?;
+    column.key_position = spec.key_position.filter(|_| spec.primary_key);
+    Ok(column)
 }
 
 pub fn columns_from_specs(
@@ -286,6 +288,7 @@ pub fn apply_alter(base: &TableSchema, ops: &[AlterOp]) -> Result<Altered, Strin
         }
     }
     rekey_dropped(&mut altered);
+    close_key_gaps(&mut altered.columns);
     let mut new_keys = std::mem::take(&mut altered.new_keys);
     new_keys.sort_by_key(|(i, _)| *i);
     for (_, spec) in &new_keys {
@@ -320,6 +323,7 @@ fn rekey_dropped(t: &mut Altered) {
                 rename_in_keys(&mut t.unique_keys, &part, &name);
                 if gone.primary_key {
                     t.columns[i].primary_key = true;
+                    t.columns[i].key_position = gone.key_position;
                     t.columns[i].nullable = false;
                 }
             }
@@ -331,6 +335,22 @@ fn rekey_dropped(t: &mut Altered) {
         }
     }
     t.unique_keys.retain(|k| !k.columns.is_empty());
+}
+
+/// Numbers the primary key's places 1, 2, … again in their order, after a
+/// key column left the key with the column (`DROP a` of `PRIMARY KEY (b,
+/// a, c)`): the server narrows the key and keeps the others' order.
+fn close_key_gaps(columns: &mut [ColumnDef]) {
+    let mut placed: Vec<(u32, usize)> = columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.primary_key)
+        .filter_map(|(i, c)| c.key_position.map(|p| (p, i)))
+        .collect();
+    placed.sort_unstable();
+    for (at, (_, i)) in placed.into_iter().enumerate() {
+        columns[i].key_position = Some(at as u32 + 1);
+    }
 }
 
 /// Applies one operation; `before` is the table as the statement found it.
@@ -364,7 +384,11 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
             let i = t.named(old)?;
             let was_pk = t.columns[i].primary_key;
             let mut new = column_from_spec(column, &t.charset)?;
-            new.primary_key |= was_pk;
+            // The column keeps its place in the key under its new definition.
+            if was_pk {
+                new.primary_key = true;
+                new.key_position = t.columns[i].key_position;
+            }
             if new.primary_key {
                 new.nullable = false;
             }
@@ -398,9 +422,10 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
         }
         AlterOp::AddPrimaryKey(names) => {
             let columns = &mut t.columns;
-            for name in names {
+            for (at, name) in names.iter().enumerate() {
                 let i = index_of(columns, name)?;
                 columns[i].primary_key = true;
+                columns[i].key_position = Some(at as u32 + 1);
                 columns[i].nullable = false;
             }
         }
@@ -413,6 +438,7 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
         AlterOp::DropPrimaryKey => {
             for c in t.columns.iter_mut().chain(t.dropped.iter_mut()) {
                 c.primary_key = false;
+                c.key_position = None;
             }
         }
         AlterOp::RenameTo(name) => t.renamed_to = Some(name.clone()),
@@ -420,6 +446,7 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
             t.charset = cs.clone();
             for c in t.columns.iter_mut() {
                 if let Some(from) = c.charset.clone().filter(|_| is_textual(&c.mysql_type)) {
+                    let key_position = c.key_position;
                     *c = ColumnDef::new(
                         c.name.clone(),
                         converted_type(&c.mysql_type, &from, cs),
@@ -427,6 +454,7 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
                         c.nullable,
                         c.primary_key,
                     )?;
+                    c.key_position = key_position;
                 }
             }
         }
@@ -442,8 +470,15 @@ fn apply_op(t: &mut Altered, op: &AlterOp, before: &[ColumnDef]) -> Result<(), S
                 let i = index_of(columns, name)?;
                 columns[i].nullable = false;
             }
-            if *system_versioned && keyed {
-                let i = index_of(columns, end)?;
+            let i = index_of(columns, end)?;
+            if *system_versioned && keyed && !columns[i].primary_key {
+                // The server appends the row end to the key.
+                columns[i].key_position = next_key_position(
+                    columns
+                        .iter()
+                        .filter(|c| c.primary_key)
+                        .map(|c| c.key_position),
+                );
                 columns[i].primary_key = true;
             }
         }
@@ -697,13 +732,10 @@ pub fn derive_from_table_map(
         // The TABLE_MAP's null bits are the server's own nullability: what a
         // CREATE … SELECT made of each expression (`SELECT 1 AS i` is NOT NULL).
         let nullable = tme.null_bitmask().get(i).is_none_or(|b| *b);
-        columns.push(ColumnDef::new(
-            name,
-            mysql_type,
-            cs,
-            nullable,
-            pk.contains(&i),
-        )?);
+        let mut column = ColumnDef::new(name, mysql_type, cs, nullable, pk.contains(&i))?;
+        // The metadata lists the key's columns in key order.
+        column.key_position = pk.iter().position(|k| *k == i).map(|at| at as u32 + 1);
+        columns.push(column);
     }
     Ok(Some(columns))
 }

@@ -52,7 +52,8 @@ struct IndexRows {
     hash: bool,
 }
 
-/// Marks each table's primary key columns and records its unique keys.
+/// Marks each table's primary key columns with their places in the key,
+/// and records its unique keys.
 fn add_keys(tables: &mut BTreeMap<(String, String), TableSchema>, rows: Vec<KeyRow>) {
     let mut indexes: BTreeMap<(String, String), Vec<IndexRows>> = BTreeMap::new();
     for (db, table, index, seq, column, sub_part, index_type) in rows {
@@ -86,8 +87,11 @@ fn add_keys(tables: &mut BTreeMap<(String, String), TableSchema>, rows: Vec<KeyR
                 continue;
             };
             if index.name == "PRIMARY" {
+                // `columns` is in SEQ_IN_INDEX order: the key's own order.
                 for c in table.columns.iter_mut() {
-                    c.primary_key = columns.iter().any(|k| k.eq_ignore_ascii_case(&c.name));
+                    let at = columns.iter().position(|k| k.eq_ignore_ascii_case(&c.name));
+                    c.primary_key = at.is_some();
+                    c.key_position = at.map(|at| at as u32 + 1);
                 }
                 continue;
             }
@@ -229,4 +233,57 @@ pub async fn read_shapes(
         database_charsets(conn).await?,
         server_charset(conn).await?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(index: &str, seq: u64, column: &str) -> KeyRow {
+        (
+            "shop".into(),
+            "t".into(),
+            index.into(),
+            seq,
+            Some(column.into()),
+            None,
+            "BTREE".into(),
+        )
+    }
+
+    /// `STATISTICS.SEQ_IN_INDEX` gives the primary key's order, whatever
+    /// order the rows come in: `PRIMARY KEY (b, a)` keys by b first.
+    #[test]
+    fn the_primary_key_is_read_in_its_own_order() {
+        let columns = ["a", "b", "v"]
+            .iter()
+            .map(|n| ColumnDef::new(*n, "int", None, false, false).unwrap())
+            .collect();
+        let table = TableSchema {
+            database: "shop".into(),
+            name: "t".into(),
+            version: 1,
+            columns,
+            charset: None,
+            unique_keys: Vec::new(),
+        };
+        let mut tables = BTreeMap::from([(("shop".to_string(), "t".to_string()), table)]);
+        add_keys(
+            &mut tables,
+            vec![
+                row("PRIMARY", 2, "a"),
+                row("u", 1, "v"),
+                row("PRIMARY", 1, "b"),
+            ],
+        );
+        let t = &tables[&("shop".to_string(), "t".to_string())];
+        let places: Vec<(bool, Option<u32>)> = t
+            .columns
+            .iter()
+            .map(|c| (c.primary_key, c.key_position))
+            .collect();
+        assert_eq!(places, [(true, Some(2)), (true, Some(1)), (false, None)]);
+        assert_eq!(t.fold_key(), ["b", "a"]);
+        assert_eq!(t.unique_keys.len(), 1);
+    }
 }

@@ -53,10 +53,14 @@ fn committed_versions(
 }
 
 /// The JSON of DESIGN.md: `{table, version, position, committed_at, statement, columns}`.
+/// A column's `key_position` is its place in the primary key as sluice
+/// orders by it ([`key_places`]), also for a version stored before the
+/// order was recorded.
 fn version_json(v: &TableVersion) -> serde_json::Value {
     let mut j = v.to_json();
+    let places = key_places(&v.schema);
     if let Some(cols) = j.get_mut("columns").and_then(|c| c.as_array_mut()) {
-        for c in cols {
+        for (c, place) in cols.iter_mut().zip(&places) {
             if let Some(o) = c.as_object_mut() {
                 o.retain(|k, _| {
                     matches!(
@@ -71,10 +75,27 @@ fn version_json(v: &TableVersion) -> serde_json::Value {
                             | "labels"
                     )
                 });
+                o.insert("key_position".into(), serde_json::json!(place));
             }
         }
     }
     j
+}
+
+/// Each column's place (1-based) in the primary key in the order the
+/// current-state table sorts by ([`TableSchema::primary_key`]); `None` for
+/// columns outside it.
+fn key_places(schema: &TableSchema) -> Vec<Option<usize>> {
+    let key = schema.primary_key();
+    schema
+        .columns
+        .iter()
+        .map(|c| {
+            key.iter()
+                .position(|k| std::ptr::eq(*k, c))
+                .map(|at| at + 1)
+        })
+        .collect()
 }
 
 fn describe(v: &TableVersion) -> String {
@@ -94,17 +115,24 @@ fn describe(v: &TableVersion) -> String {
             .map(one_line)
             .unwrap_or_else(|| "(bootstrap from information_schema)".into()),
     );
+    let key_width = v.schema.primary_key().len();
     let rows: Vec<[String; 5]> = v
         .schema
         .columns
         .iter()
-        .map(|c| {
+        .zip(key_places(&v.schema))
+        .map(|(c, place)| {
             [
                 c.name.clone(),
                 c.mysql_type.clone(),
                 c.kind.arrow_type().to_string(),
                 if c.nullable { "yes" } else { "no" }.to_string(),
-                if c.primary_key { "PK" } else { "" }.to_string(),
+                // A key of several columns shows their order: `PK 2`.
+                match place {
+                    Some(at) if key_width > 1 => format!("PK {at}"),
+                    Some(_) => "PK".to_string(),
+                    None => String::new(),
+                },
             ]
         })
         .collect();

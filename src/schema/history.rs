@@ -62,6 +62,7 @@ fn columns_json(columns: &[ColumnDef]) -> serde_json::Value {
                 "arrow_type": c.kind.arrow_type().to_string(),
                 "nullable": c.nullable,
                 "primary_key": c.primary_key,
+                "key_position": c.key_position,
                 "charset": c.charset,
                 "labels": labels,
             })
@@ -148,6 +149,23 @@ fn columns_from_json(v: &serde_json::Value) -> std::result::Result<Vec<ColumnDef
             )?;
             // Absent in versions stored before lake names: named on load.
             column.lake_name = s("lake_name").unwrap_or_default();
+            // Absent in versions stored before key order: the key folds in
+            // table order (`TableSchema::primary_key`).
+            column.key_position = match c.get("key_position") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .and_then(|p| u32::try_from(p).ok())
+                        .filter(|p| *p > 0)
+                        .ok_or_else(|| {
+                            format!(
+                                "column `{}`: key_position {v} is no place in a key",
+                                column.name
+                            )
+                        })?,
+                ),
+            }
+            .filter(|_| column.primary_key);
             Ok(column)
         })
         .collect()

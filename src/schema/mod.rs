@@ -30,6 +30,12 @@ pub struct ColumnDef {
     pub kind: ColumnKind,
     pub nullable: bool,
     pub primary_key: bool,
+    /// The column's place in the primary key, 1-based, when `primary_key`:
+    /// the server orders rows by the key's columns in this order, not in
+    /// table order (`PRIMARY KEY (b, a)`). `None` outside the key, and for
+    /// key columns of histories written before sluice recorded the order
+    /// (their keys fold in table order, as they did).
+    pub key_position: Option<u32>,
     /// The column's name in the changelog's Parquet files and Delta schema
     /// ([`lake_names`]); empty until the schema history assigns it.
     pub lake_name: String,
@@ -55,6 +61,7 @@ impl ColumnDef {
             kind,
             nullable,
             primary_key,
+            key_position: None,
             lake_name: String::new(),
         })
     }
@@ -111,6 +118,15 @@ pub fn sort_unique_keys(columns: &[ColumnDef], keys: &mut [UniqueKey]) {
     keys.sort_by_key(|k| (k.hash, has_nullable_column(columns, k), k.prefix));
 }
 
+/// The place after the primary key's last, for a column that joins the
+/// end of the key (a system-versioned table's row end): `None` when some key
+/// column's place is not recorded, so that key stays in table order.
+pub fn next_key_position(key: impl IntoIterator<Item = Option<u32>>) -> Option<u32> {
+    key.into_iter()
+        .try_fold(0, |last, place| place.map(|p| last.max(p)))
+        .map(|last| last + 1)
+}
+
 fn has_nullable_column(columns: &[ColumnDef], key: &UniqueKey) -> bool {
     key.columns.iter().any(|name| {
         columns
@@ -149,14 +165,27 @@ impl TableSchema {
             .find(|k| !k.hash && !k.prefix && !has_nullable_column(&self.columns, k))
     }
 
+    /// The primary key's columns in key order: the order of their
+    /// [`key_position`](ColumnDef::key_position)s when every key column has
+    /// one, else (a history written before the order was recorded) in table
+    /// order. Empty when the table has no primary key.
+    pub fn primary_key(&self) -> Vec<&ColumnDef> {
+        let mut key: Vec<&ColumnDef> = self.columns.iter().filter(|c| c.primary_key).collect();
+        if key.iter().all(|c| c.key_position.is_some()) {
+            // Stable: equal places (which no statement makes) keep table order.
+            key.sort_by_key(|c| c.key_position);
+        }
+        key
+    }
+
     /// The columns that identify a row, as the current-state tables fold
-    /// by them: the primary key's in table order, else those of the
-    /// [`clustering_key`](Self::clustering_key) in index order, else none.
+    /// by them: the [`primary_key`](Self::primary_key)'s in key order, else
+    /// those of the [`clustering_key`](Self::clustering_key) in index order,
+    /// else none. Both are the orders the server keeps rows in.
     pub fn fold_key(&self) -> Vec<String> {
         let pk: Vec<String> = self
-            .columns
-            .iter()
-            .filter(|c| c.primary_key)
+            .primary_key()
+            .into_iter()
             .map(|c| c.name.clone())
             .collect();
         if !pk.is_empty() {

@@ -168,11 +168,14 @@ pub fn needs_reread(
     };
     let key_before: Vec<String> = before.fold_key().iter().map(renamed).collect();
     let key_after = after.fold_key();
+    // The same columns in another order (`DROP PRIMARY KEY, ADD PRIMARY KEY
+    // (b, a)` of a key (a, b)) tell the same rows apart: the rows stay, and
+    // only the current-state table's sort order changes, which its next
+    // fold rebuilds by itself.
     let same = key_before.len() == key_after.len()
         && key_before
             .iter()
-            .zip(&key_after)
-            .all(|(a, b)| a.eq_ignore_ascii_case(b));
+            .all(|a| key_after.iter().any(|b| a.eq_ignore_ascii_case(b)));
     if !same {
         return Some(RereadReason::RowKey {
             before: before.fold_key(),

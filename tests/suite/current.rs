@@ -15,7 +15,7 @@ use serde_json::Value;
 
 const READERS: &str = crate::delta::ALL_READERS;
 
-fn current_dir(lake: &Path, db: &MariaDb, table: &str) -> PathBuf {
+pub(crate) fn current_dir(lake: &Path, db: &MariaDb, table: &str) -> PathBuf {
     lake.join("_current")
         .join(db.namespace().to_server("shop").as_ref())
         .join(table)
@@ -24,7 +24,7 @@ fn current_dir(lake: &Path, db: &MariaDb, table: &str) -> PathBuf {
 type Table = BTreeMap<Vec<String>, Vec<Option<String>>>;
 
 /// The source's rows of `shop.<table>` as `columns`, keyed by the first.
-fn source_rows(db: &MariaDb, table: &str, columns: &[&str]) -> Table {
+pub(crate) fn source_rows(db: &MariaDb, table: &str, columns: &[&str]) -> Table {
     let cols = columns
         .iter()
         .map(|c| format!("`{c}`"))

@@ -20,6 +20,7 @@ mod cli;
 mod compaction;
 mod compressed;
 mod current;
+mod current_key_order;
 mod ddl_corpus;
 mod deletion_vectors;
 mod delta;

@@ -883,11 +883,24 @@ const KEYED_SHAPES: &[&[&str]] = &[
         "ALTER TABLE {t} ADD PRIMARY KEY (a)",
         "ALTER TABLE {t} MODIFY b INT NOT NULL, DROP PRIMARY KEY",
     ],
+    // Primary keys in an order of their own.
+    &["CREATE TABLE {t} (a INT, b INT, v TEXT, PRIMARY KEY (b, a))"],
+    &[
+        "CREATE TABLE {t} (a INT NOT NULL, b INT NOT NULL, c INT NOT NULL, PRIMARY KEY (c, a))",
+        "ALTER TABLE {t} CHANGE a aa BIGINT NOT NULL FIRST, RENAME COLUMN c TO cc",
+        "ALTER TABLE {t} ADD d INT NOT NULL FIRST",
+    ],
+    &[
+        "CREATE TABLE {t} (a INT, b INT NOT NULL, c INT)",
+        "ALTER TABLE {t} ADD PRIMARY KEY (c, b, a)",
+        "ALTER TABLE {t} DROP PRIMARY KEY, ADD PRIMARY KEY (b, c)",
+    ],
 ];
 
-/// A table read from information_schema at start has the unique keys of
-/// the same table built from its statements, and both key it as the server
-/// does (the columns it shows as PRI).
+/// A table read from information_schema at start has the unique keys and
+/// the primary key's order of the same table built from its statements,
+/// and both key it as the server does (the columns it shows as PRI, the
+/// primary key in its SEQ_IN_INDEX order).
 #[test]
 fn bootstrapped_unique_keys_equal_those_of_the_statements() {
     let db = MariaDb::start();
@@ -923,7 +936,7 @@ fn bootstrapped_unique_keys_equal_those_of_the_statements() {
         let (boot, ddl) = (bootstrapped.last().unwrap(), parsed.last().unwrap());
         assert!(boot["statement"].is_null(), "shop.k{i} is bootstrapped");
         let shape = |v: &Value| {
-            let columns: Vec<(Value, Value, Value)> = v["columns"]
+            let columns: Vec<(Value, Value, Value, Value)> = v["columns"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -932,6 +945,7 @@ fn bootstrapped_unique_keys_equal_those_of_the_statements() {
                         c["name"].clone(),
                         c["nullable"].clone(),
                         c["primary_key"].clone(),
+                        c["key_position"].clone(),
                     )
                 })
                 .collect();
@@ -950,5 +964,23 @@ fn bootstrapped_unique_keys_equal_those_of_the_statements() {
             .map(|r| r[0].clone().unwrap())
             .collect();
         assert_eq!(recorded_key(boot), pri, "k{i}: {statements:?}");
+        let server_order: Vec<String> = db
+            .query_rows(&format!(
+                "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = '{}' \
+                 AND TABLE_NAME = 'k{i}' AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
+                db.namespace().to_server("shop")
+            ))
+            .into_iter()
+            .map(|r| r[0].clone().unwrap())
+            .collect();
+        let mut recorded_order: Vec<(u64, String)> = boot["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| Some((c["key_position"].as_u64()?, c["name"].as_str()?.to_owned())))
+            .collect();
+        recorded_order.sort();
+        let recorded_order: Vec<String> = recorded_order.into_iter().map(|(_, n)| n).collect();
+        assert_eq!(recorded_order, server_order, "k{i}: {statements:?}");
     }
 }

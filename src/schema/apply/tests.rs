@@ -431,3 +431,134 @@ fn a_column_dropped_and_added_again_keeps_its_keys() {
     let t = altered(&base, "ALTER TABLE a3 DROP a");
     assert!(keys(&t).is_empty());
 }
+
+/// Each column's place in the primary key, in table order.
+fn key_positions(t: &TableSchema) -> Vec<(&str, Option<u32>)> {
+    t.columns
+        .iter()
+        .map(|c| (c.name.as_str(), c.key_position))
+        .collect()
+}
+
+/// The primary key folds in its own order, not the table's: the server
+/// keeps `PRIMARY KEY (b, a)` sorted by b first.
+#[test]
+fn a_primary_key_keeps_its_column_order() {
+    let base = create("CREATE TABLE t (a INT, b INT, v TEXT, PRIMARY KEY (b, a))");
+    assert_eq!(
+        key_positions(&base),
+        [("a", Some(2)), ("b", Some(1)), ("v", None)]
+    );
+    assert_eq!(base.fold_key(), ["b", "a"]);
+    let inline = create("CREATE TABLE t (v INT, id INT PRIMARY KEY)");
+    assert_eq!(key_positions(&inline), [("v", None), ("id", Some(1))]);
+    // Renamed, re-typed and moved columns keep their places.
+    let t = altered(
+        &base,
+        "ALTER TABLE t CHANGE a x BIGINT NOT NULL FIRST, RENAME COLUMN b TO y, MODIFY v TEXT AFTER x",
+    );
+    assert_eq!(
+        key_positions(&t),
+        [("x", Some(2)), ("v", None), ("y", Some(1))]
+    );
+    assert_eq!(t.fold_key(), ["y", "x"]);
+    let text = create("CREATE TABLE t (a VARCHAR(10), b INT, PRIMARY KEY (b, a)) CHARSET latin1");
+    let t = altered(&text, "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4");
+    assert_eq!(t.fold_key(), ["b", "a"]);
+    // ADD PRIMARY KEY gives its own order; DROP PRIMARY KEY forgets it.
+    let t = altered(
+        &base,
+        "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (a, b)",
+    );
+    assert_eq!(t.fold_key(), ["a", "b"]);
+    let t = altered(&base, "ALTER TABLE t DROP PRIMARY KEY");
+    assert_eq!(key_positions(&t), [("a", None), ("b", None), ("v", None)]);
+    let t = altered(&t, "ALTER TABLE t ADD PRIMARY KEY (v(10), b)");
+    assert_eq!(t.fold_key(), ["v", "b"]);
+    // A dropped key column leaves the others in their order (MySQL narrows
+    // the key), numbered again; one dropped and added again keeps its place.
+    let wide = create("CREATE TABLE w (a INT, b INT, c INT, PRIMARY KEY (c, a, b))");
+    let t = altered(&wide, "ALTER TABLE w DROP COLUMN a");
+    assert_eq!(key_positions(&t), [("b", Some(2)), ("c", Some(1))]);
+    let t = altered(&wide, "ALTER TABLE w DROP a, ADD a INT FIRST");
+    assert_eq!(t.fold_key(), ["c", "a", "b"]);
+    // System versioning appends the row end to the key.
+    let t = altered(
+        &base,
+        "ALTER TABLE t ADD rs TIMESTAMP(6) AS ROW START, ADD re TIMESTAMP(6) AS ROW END, \
+         ADD PERIOD FOR SYSTEM_TIME (rs, re), ADD SYSTEM VERSIONING",
+    );
+    assert_eq!(t.fold_key(), ["b", "a", "re"]);
+}
+
+/// A shape stored before key order was recorded has no places: its key
+/// folds in table order, as it did.
+#[test]
+fn a_key_without_recorded_places_folds_in_table_order() {
+    let mut t = create("CREATE TABLE t (a INT, b INT, v TEXT, PRIMARY KEY (b, a))");
+    for c in &mut t.columns {
+        c.key_position = None;
+    }
+    assert_eq!(t.fold_key(), ["a", "b"]);
+    // DDL on such a shape keeps the key unplaced and in table order ...
+    let changed = altered(
+        &t,
+        "ALTER TABLE t ADD w INT FIRST, CHANGE a aa INT NOT NULL",
+    );
+    assert_eq!(changed.fold_key(), ["aa", "b"]);
+    // ... and a system-versioned row end joins it in table order too.
+    let versioned = altered(
+        &t,
+        "ALTER TABLE t ADD rs TIMESTAMP(6) AS ROW START FIRST, ADD re TIMESTAMP(6) AS ROW END FIRST, \
+         ADD PERIOD FOR SYSTEM_TIME (rs, re), ADD SYSTEM VERSIONING",
+    );
+    assert_eq!(versioned.fold_key(), ["re", "a", "b"]);
+    // A new key records its order.
+    let rekeyed = altered(&t, "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (b, a)");
+    assert_eq!(rekeyed.fold_key(), ["b", "a"]);
+}
+
+/// A TABLE_MAP's FULL metadata lists the primary key's columns in key
+/// order (SIMPLE_PRIMARY_KEY): a shape derived from it keeps that order.
+#[test]
+fn a_shape_from_table_map_metadata_keeps_the_key_order() {
+    use crate::decode::testing::{event_bytes, lenenc, read_event, table_map_body};
+    use mysql_common::binlog::events::TableMapEvent;
+
+    const LONG: u8 = 3;
+    let mut body = table_map_body(
+        7,
+        "shop",
+        "t",
+        &[(LONG, &[]), (LONG, &[]), (LONG, &[])],
+        &[false, false, true],
+    );
+    let mut field = |kind: u8, content: Vec<u8>| {
+        body.push(kind);
+        lenenc(content.len() as u64, &mut body);
+        body.extend(content);
+    };
+    // COLUMN_NAME (4): a, b, v.
+    let mut names = Vec::new();
+    for name in ["a", "b", "v"] {
+        lenenc(1, &mut names);
+        names.extend(name.as_bytes());
+    }
+    field(4, names);
+    // SIMPLE_PRIMARY_KEY (8): column 1 (b), then column 0 (a).
+    field(8, vec![1, 0]);
+    let event = read_event(
+        &event_bytes(crate::decode::event_type::TABLE_MAP, 0, &body, false),
+        false,
+    );
+    let tme = event.read_event::<TableMapEvent<'_>>().unwrap();
+    let t = TableSchema {
+        columns: derive_from_table_map(&tme, &[]).unwrap().unwrap(),
+        ..create("CREATE TABLE t (a INT)")
+    };
+    assert_eq!(
+        key_positions(&t),
+        [("a", Some(2)), ("b", Some(1)), ("v", None)]
+    );
+    assert_eq!(t.fold_key(), ["b", "a"]);
+}

@@ -82,6 +82,7 @@ fn changed_column(
         charset: None,
         nullable: true,
         primary_key: false,
+        key_position: None,
         unique: false,
         generated: false,
         fills_rows: false,

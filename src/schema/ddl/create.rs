@@ -56,6 +56,7 @@ pub(super) fn column_spec(def: &sqlparser::ast::ColumnDef) -> ColumnSpec {
         charset: None,
         nullable: true,
         primary_key: false,
+        key_position: None,
         unique: false,
         generated: false,
         fills_rows: false,
@@ -82,6 +83,7 @@ pub(super) fn spec_options<'a>(
             ColumnOption::Default(_) => spec.fills_rows = true,
             ColumnOption::PrimaryKey(_) => {
                 spec.primary_key = true;
+                spec.key_position = Some(1);
                 spec.nullable = false;
             }
             ColumnOption::Unique(_) => spec.unique = true,
@@ -222,8 +224,9 @@ pub(super) fn create_change(ct: &CreateTable, default_db: &str) -> Result<Option
     let mut columns: Vec<ColumnSpec> = ct.columns.iter().map(column_spec).collect();
     for pk in ct.constraints.iter().filter_map(constraint_primary_key) {
         for c in &mut columns {
-            if pk.iter().any(|p| p.eq_ignore_ascii_case(&c.name)) {
+            if let Some(at) = pk.iter().position(|p| p.eq_ignore_ascii_case(&c.name)) {
                 c.primary_key = true;
+                c.key_position = Some(at as u32 + 1);
                 c.nullable = false;
             }
         }

@@ -42,6 +42,10 @@ pub struct ColumnSpec {
     pub charset: Option<String>,
     pub nullable: bool,
     pub primary_key: bool,
+    /// The column's place in the primary key (1-based), when `primary_key`:
+    /// its place in a `PRIMARY KEY (…)` clause, 1 for `PRIMARY KEY` on the
+    /// column itself.
+    pub key_position: Option<u32>,
     /// `UNIQUE [KEY]` on the column: a unique index of that column alone.
     pub unique: bool,
     /// A generated column (`AS (…)`, `GENERATED ALWAYS AS (…)`).
@@ -251,12 +255,20 @@ fn period_of_specs(columns: &mut [ColumnSpec], period: &AlterOp) {
         return;
     };
     let keyed = columns.iter().any(|c| c.primary_key);
+    // The server appends the row end to the key.
+    let end_position = super::next_key_position(
+        columns
+            .iter()
+            .filter(|c| c.primary_key && !c.name.eq_ignore_ascii_case(end))
+            .map(|c| c.key_position),
+    );
     for c in columns.iter_mut() {
         if c.name.eq_ignore_ascii_case(start) || c.name.eq_ignore_ascii_case(end) {
             c.nullable = false;
         }
-        if *system_versioned && keyed && c.name.eq_ignore_ascii_case(end) {
+        if *system_versioned && keyed && c.name.eq_ignore_ascii_case(end) && !c.primary_key {
             c.primary_key = true;
+            c.key_position = end_position;
         }
     }
 }

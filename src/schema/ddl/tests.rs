@@ -227,6 +227,7 @@ fn executable_comments_are_read() {
                     charset: None,
                     nullable: true,
                     primary_key: false,
+                    key_position: None,
                     unique: false,
                     generated: false,
                     fills_rows: false,
@@ -374,6 +375,44 @@ fn executable_comments_count_as_the_source_server_counted_them() {
 }
 
 #[test]
+fn primary_keys_record_their_column_order() {
+    // A table constraint names the key's order; the table's is another.
+    let cols = created("CREATE TABLE t (a INT, b INT, v TEXT, PRIMARY KEY (b, a))");
+    let keyed: Vec<(&str, bool, bool, Option<u32>)> = cols
+        .iter()
+        .map(|c| (c.name.as_str(), c.primary_key, c.nullable, c.key_position))
+        .collect();
+    assert_eq!(
+        keyed,
+        [
+            ("a", true, false, Some(2)),
+            ("b", true, false, Some(1)),
+            ("v", false, true, None)
+        ]
+    );
+    // `PRIMARY KEY` on a column: the key's only column.
+    let cols = created("CREATE TABLE t (v INT, id INT PRIMARY KEY)");
+    assert_eq!(cols[1].key_position, Some(1));
+    assert_eq!(cols[0].key_position, None);
+    // ALTER TABLE ADD PRIMARY KEY keeps the statement's order.
+    let Change::Alter { ops, .. } = parse_ddl(
+        "ALTER TABLE t ADD CONSTRAINT PRIMARY KEY (c, a), DROP PRIMARY KEY",
+        "s",
+    )
+    .unwrap()
+    .remove(0) else {
+        panic!()
+    };
+    assert_eq!(
+        ops,
+        [
+            AlterOp::AddPrimaryKey(vec!["c".into(), "a".into()]),
+            AlterOp::DropPrimaryKey
+        ]
+    );
+}
+
+#[test]
 fn periods_make_their_columns_not_null_and_key_the_row_end() {
     let cols = created(
         "CREATE TABLE t (id INT PRIMARY KEY, s DATE, e DATE, rs TIMESTAMP(6) AS ROW START INVISIBLE, \
@@ -391,6 +430,9 @@ fn periods_make_their_columns_not_null_and_key_the_row_end() {
             (false, true)
         ]
     );
+    // The row end comes last in the key.
+    let places: Vec<Option<u32>> = cols.iter().map(|c| c.key_position).collect();
+    assert_eq!(places, [Some(1), None, None, None, Some(2)]);
     // Without a primary key nothing is keyed.
     let cols = created(
         "CREATE TABLE t (a INT, rs TIMESTAMP(6) AS ROW START, re TIMESTAMP(6) AS ROW END, \

@@ -68,13 +68,18 @@ fn unique_keys_are_kept_and_old_versions_have_none() {
         .unique_keys
         .is_empty());
     // `schema resync` shapes keep them too.
+    let resync = as_pending_resync(&h, &v.schema);
+    assert_eq!(resync.unique_keys, v.schema.unique_keys);
+}
+
+/// `schema` recorded as a `schema resync` shape, and read back.
+fn as_pending_resync(h: &SchemaHistory, schema: &TableSchema) -> ResyncShape {
     let at = BinlogPosition {
         file: "binlog.000001".into(),
         pos: 700,
     };
-    h.add_pending_resync(&v.schema, &at).unwrap();
-    let resync = h.pending_resync("shop", "t", &at).unwrap().unwrap();
-    assert_eq!(resync.unique_keys, v.schema.unique_keys);
+    h.add_pending_resync(schema, &at).unwrap();
+    h.pending_resync("shop", "t", &at).unwrap().unwrap()
 }
 
 #[test]
@@ -192,4 +197,48 @@ fn bad_points_are_explained() {
         PointInTime::parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:23"),
         Ok(PointInTime::Gtid(_))
     ));
+}
+
+/// The primary key's order is stored with its columns; a version stored
+/// before it was (in the lake or in SQLite) loads without places, and its
+/// key folds in table order as it did.
+#[test]
+fn key_order_is_kept_and_old_versions_fold_in_table_order() {
+    let h = SchemaHistory::in_memory().unwrap();
+    let mut v = version(1, 100, 1, &[("a", "int"), ("b", "int"), ("v", "text")]);
+    for (c, place) in v.schema.columns.iter_mut().zip([Some(2), Some(1), None]) {
+        c.primary_key = place.is_some();
+        c.key_position = place;
+    }
+    assert_eq!(v.schema.fold_key(), ["b", "a"]);
+    h.insert(&v).unwrap();
+    assert_eq!(h.versions("shop", "t").unwrap(), [v.clone()]);
+    assert_eq!(TableVersion::from_json(&v.to_json()).unwrap(), v);
+    // `schema resync` shapes keep it too.
+    let resync = as_pending_resync(&h, &v.schema);
+    assert_eq!(resync.columns, v.schema.columns);
+
+    let without_places = |mut columns: serde_json::Value| {
+        for c in columns.as_array_mut().unwrap() {
+            c.as_object_mut().unwrap().remove("key_position");
+        }
+        columns
+    };
+    let mut old = v.to_json();
+    old["columns"] = without_places(old["columns"].take());
+    let old = TableVersion::from_json(&old).unwrap();
+    assert!(old.schema.columns.iter().all(|c| c.key_position.is_none()));
+    assert_eq!(old.schema.fold_key(), ["a", "b"]);
+    let stored = without_places(columns_json(&v.schema.columns)).to_string();
+    h.db.execute("UPDATE table_versions SET columns = ?1", [stored])
+        .unwrap();
+    assert_eq!(
+        h.versions("shop", "t").unwrap()[0].schema.fold_key(),
+        ["a", "b"]
+    );
+    // A place that is no place is refused, naming the column.
+    let mut bad = v.to_json();
+    bad["columns"][0]["key_position"] = serde_json::json!(0);
+    let e = TableVersion::from_json(&bad).unwrap_err();
+    assert!(e.contains("`a`"), "{e}");
 }

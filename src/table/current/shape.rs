@@ -37,7 +37,8 @@ pub fn current_schema(table: &TableSchema) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// The names of the key columns: the primary key's in table order, else
+/// The names of the key columns, in the order rows are sorted by: the
+/// primary key's in key order (`PRIMARY KEY (b, a)` sorts by b), else
 /// those of the NOT NULL unique key the server keys the table by, in index
 /// order ([`TableSchema::fold_key`]); empty for a table without either.
 pub fn key_columns(table: &TableSchema) -> Vec<String> {
