@@ -3,6 +3,7 @@
 //! when it is flushed; one buffer never mixes schema versions.
 
 pub mod column;
+pub mod policy;
 pub mod savepoint;
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use arrow::datatypes::{DataType, Field, Int32Type, Int8Type, Schema, SchemaRef, 
 use arrow::record_batch::RecordBatch;
 
 use crate::error::Result;
+use crate::schema::policy::ColumnKey;
 use crate::schema::TableSchema;
 use column::ColumnBuilder;
 
@@ -80,16 +82,19 @@ pub fn arrow_schema(table: &TableSchema) -> SchemaRef {
 
 /// The rows of one snapshot chunk as a batch of the table's file schema:
 /// `_seq` from `first_seq` on, one `_tx_seq`, the chunk's position, `_gtid`,
-/// `_sql` and `_before` null (DESIGN.md, "Initial snapshot").
+/// `_sql` and `_before` null (DESIGN.md, "Initial snapshot"). `columns` are
+/// the table's columns as read; their policies are applied here.
 pub fn snapshot_batch(
     table: &TableSchema,
-    mut columns: Vec<ArrayRef>,
+    columns: Vec<ArrayRef>,
     first_seq: i64,
     tx_seq: i64,
     at: (&str, u64),
     ts_ms: i64,
+    key: Option<&ColumnKey>,
 ) -> Result<RecordBatch> {
     let n = columns.first().map_or(0, |c| c.len());
+    let mut columns = policy::police_columns(table, columns, key)?;
     let mut op = StringDictionaryBuilder::<Int8Type>::new();
     let mut file = StringDictionaryBuilder::<Int32Type>::new();
     for _ in 0..n {
@@ -248,10 +253,13 @@ impl TableBuffer {
         self.finish_row(RowOp::Truncate, seq, origin, 0);
     }
 
-    /// Drains the builders into one record batch; the buffer is empty afterwards.
-    pub fn finish(&mut self) -> Result<RecordBatch> {
-        let mut arrays: Vec<ArrayRef> = self.columns.iter_mut().map(|c| c.finish()).collect();
+    /// Drains the builders into one record batch, the table's column
+    /// policies applied (`key` hashes); the buffer is empty afterwards.
+    pub fn finish(&mut self, key: Option<&ColumnKey>) -> Result<RecordBatch> {
+        let columns: Vec<ArrayRef> = self.columns.iter_mut().map(|c| c.finish()).collect();
+        let mut arrays = policy::police_columns(&self.table, columns, key)?;
         let before_children: Vec<ArrayRef> = self.before.iter_mut().map(|c| c.finish()).collect();
+        let before_children = policy::police_columns(&self.table, before_children, key)?;
         let before_nulls: Option<NullBuffer> = self.before_valid.finish();
         let before = StructArray::try_new(
             self.table.column_fields(true),
@@ -265,10 +273,18 @@ impl TableBuffer {
         arrays.push(Arc::new(self.pos.finish()));
         arrays.push(Arc::new(self.gtid.finish()));
         arrays.push(Arc::new(self.ts.finish()));
-        let sql_values =
-            StringArray::from_iter_values(self.sql_values.drain(..).map(|s| s.to_string()));
+        let mut sql_keys = self.sql_keys.finish();
+        let statements = self.sql_values.drain(..);
+        let sql_values = if self.table.has_policy() {
+            // The statements hold the literal values the policies keep
+            // out: neither a key nor a dictionary value is written.
+            sql_keys = Int32Array::new_null(sql_keys.len());
+            StringArray::from(Vec::<&str>::new())
+        } else {
+            StringArray::from_iter_values(statements.map(|s| s.to_string()))
+        };
         arrays.push(Arc::new(DictionaryArray::<Int32Type>::try_new(
-            self.sql_keys.finish(),
+            sql_keys,
             Arc::new(sql_values),
         )?));
         arrays.push(Arc::new(before));
@@ -312,7 +328,7 @@ mod tests {
             };
             b.finish_row(RowOp::Insert, 1, &origin, 4);
         }
-        let batch = b.finish().unwrap();
+        let batch = b.finish(None).unwrap();
         let sql = batch
             .column_by_name("_sql")
             .unwrap()

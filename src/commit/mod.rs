@@ -75,6 +75,11 @@ pub struct Manifest {
     /// tables it adds (`[snapshot] new_tables`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<crate::config::FilterPatterns>,
+    /// `[[columns]]` policies that changed at this checkpoint's start, one
+    /// `{table, column, from, to}` per column (`none` for no policy): they
+    /// apply to the rows of this checkpoint on; earlier files keep theirs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub column_policies: Vec<serde_json::Value>,
 }
 
 /// A prepared XA transaction whose outcome the stream has not reached yet.
@@ -631,6 +636,7 @@ mod tests {
             snapshot: None,
             snapshot_requests: Vec::new(),
             filter: None,
+            column_policies: Vec::new(),
             zero_dates: 0,
             types: TYPES,
         }

@@ -94,24 +94,46 @@ fn describe(v: &TableVersion) -> String {
             .map(one_line)
             .unwrap_or_else(|| "(bootstrap from information_schema)".into()),
     );
-    let rows: Vec<[String; 5]> = v
-        .schema
-        .columns
-        .iter()
-        .map(|c| {
-            [
-                c.name.clone(),
-                c.mysql_type.clone(),
-                c.kind.arrow_type().to_string(),
-                if c.nullable { "yes" } else { "no" }.to_string(),
-                if c.primary_key { "PK" } else { "" }.to_string(),
-            ]
-        })
-        .collect();
-    out.push_str(&table(
-        &["column", "mysql type", "arrow type", "null", "key"],
-        &rows,
-    ));
+    // The arrow type is the lake's, the column's policy applied (a hashed
+    // column is text); the policy column shows only where there is one.
+    let row = |c: &crate::schema::ColumnDef| {
+        [
+            c.name.clone(),
+            c.mysql_type.clone(),
+            c.lake_type().to_string(),
+            if c.nullable { "yes" } else { "no" }.to_string(),
+            if c.primary_key { "PK" } else { "" }.to_string(),
+        ]
+    };
+    if v.schema.has_policy() {
+        let rows: Vec<[String; 6]> = v
+            .schema
+            .columns
+            .iter()
+            .map(|c| {
+                let [a, b, t, n, k] = row(c);
+                let policy = c.policy.map(|p| p.name()).unwrap_or_default();
+                [a, b, t, n, k, policy]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "column",
+                "mysql type",
+                "arrow type",
+                "null",
+                "key",
+                "policy",
+            ],
+            &rows,
+        ));
+    } else {
+        let rows: Vec<[String; 5]> = v.schema.columns.iter().map(row).collect();
+        out.push_str(&table(
+            &["column", "mysql type", "arrow type", "null", "key"],
+            &rows,
+        ));
+    }
     out
 }
 
