@@ -65,6 +65,7 @@ fn version_json(v: &TableVersion) -> serde_json::Value {
                             | "lake_name"
                             | "mysql_type"
                             | "arrow_type"
+                            | "policy"
                             | "nullable"
                             | "primary_key"
                             | "charset"

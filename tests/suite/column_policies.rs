@@ -493,7 +493,7 @@ fn policies_that_cannot_apply_stop_sluice_with_one_line() {
         (
             "[[columns]]\nmatch = 'shop\\.t\\.n'\naction = { truncate = 2 }\n",
             true,
-            "[[columns]] entry 1 (match 'shop\\.t\\.n'): shop.t.n is int; truncate applies to text and binary columns only",
+            "[[columns]] entry 1 (match 'shop\\.t\\.n'): shop.t.n is int(11); truncate applies to text and binary columns only",
         ),
         (
             "[[columns]]\nmatch = 'shop\\.t\\.v'\naction = \"hash\"\n",
