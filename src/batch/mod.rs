@@ -304,6 +304,26 @@ mod tests {
     use super::*;
     use crate::schema::ColumnDef;
 
+    fn origin(sql: Option<&Arc<str>>) -> RowOrigin<'_> {
+        RowOrigin {
+            tx_seq: 1,
+            file: "binlog.000001",
+            pos: 4,
+            gtid: None,
+            timestamp: 0,
+            sql,
+        }
+    }
+
+    fn sql_column(batch: &RecordBatch) -> &DictionaryArray<Int32Type> {
+        batch
+            .column_by_name("_sql")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<DictionaryArray<Int32Type>>()
+            .unwrap()
+    }
+
     #[test]
     fn sql_is_held_once_per_statement() {
         let table = TableSchema {
@@ -318,23 +338,10 @@ mod tests {
         let (a, c): (Arc<str>, Arc<str>) = (Arc::from("INSERT a"), Arc::from("INSERT c"));
         for sql in [Some(&a), Some(&a), None, Some(&c)] {
             b.columns[0].append_i64(1);
-            let origin = RowOrigin {
-                tx_seq: 1,
-                file: "binlog.000001",
-                pos: 4,
-                gtid: None,
-                timestamp: 0,
-                sql,
-            };
-            b.finish_row(RowOp::Insert, 1, &origin, 4);
+            b.finish_row(RowOp::Insert, 1, &origin(sql), 4);
         }
         let batch = b.finish(None).unwrap();
-        let sql = batch
-            .column_by_name("_sql")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<DictionaryArray<Int32Type>>()
-            .unwrap();
+        let sql = sql_column(&batch);
         let keys: Vec<Option<i32>> = sql.keys().iter().collect();
         assert_eq!(keys, vec![Some(0), Some(0), None, Some(1)]);
         let values = sql.values().as_any().downcast_ref::<StringArray>().unwrap();
@@ -342,5 +349,30 @@ mod tests {
             values.iter().collect::<Vec<_>>(),
             vec![Some("INSERT a"), Some("INSERT c")]
         );
+    }
+
+    #[test]
+    fn sql_of_a_policed_table_is_null_with_no_statement_kept() {
+        use crate::schema::policy::PolicyAction;
+        let mut v = ColumnDef::new("v", "int", None, true, false).unwrap();
+        v.policy = Some(PolicyAction::Mask);
+        let table = TableSchema {
+            database: "shop".into(),
+            name: "t".into(),
+            version: 1,
+            columns: vec![ColumnDef::new("id", "int", None, false, true).unwrap(), v],
+            charset: None,
+            unique_keys: Vec::new(),
+        };
+        let mut b = TableBuffer::new(Arc::new(table));
+        let sql: Arc<str> = Arc::from("INSERT INTO t VALUES (1, 4242)");
+        b.columns[0].append_i64(1);
+        b.columns[1].append_i64(4242);
+        b.finish_row(RowOp::Insert, 1, &origin(Some(&sql)), 8);
+        let batch = b.finish(None).unwrap();
+        let sql = sql_column(&batch);
+        assert!(sql.is_null(0));
+        assert_eq!(sql.values().len(), 0, "the statement is not in the file");
+        assert!(batch.column_by_name("v").unwrap().is_null(0));
     }
 }

@@ -601,6 +601,30 @@ mod tests {
         assert!(!validator.is_valid(&new));
     }
 
+    /// `column_policies` is written only when a policy changed, and each
+    /// entry names the table, the column and both policies.
+    #[test]
+    fn column_policies_are_optional_in_the_manifest() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../schemas/manifest.schema.json")).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let mut m = serde_json::to_value(manifest(3, "ab")).unwrap();
+        assert!(m.get("column_policies").is_none());
+        assert!(validator.is_valid(&m));
+        m["column_policies"] = serde_json::json!([
+            {"table": "shop.users", "column": "email", "from": "none", "to": "hash"},
+            {"table": "shop.users", "column": "name", "from": "truncate(4)", "to": "none"},
+        ]);
+        assert!(validator.is_valid(&m));
+        let loaded: Manifest = serde_json::from_value(m.clone()).unwrap();
+        assert_eq!(loaded.column_policies.len(), 2);
+        m["column_policies"][0]["to"] = "truncate(0)".into();
+        assert!(!validator.is_valid(&m));
+        m["column_policies"][0]["to"] = "hash".into();
+        m["column_policies"][0]["key"] = "secret".into();
+        assert!(!validator.is_valid(&m));
+    }
+
     fn manifest(seq: u64, writer: &str) -> Manifest {
         Manifest {
             format: FORMAT,

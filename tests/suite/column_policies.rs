@@ -414,6 +414,34 @@ fn policies_apply_to_snapshot_stream_before_and_current_and_leak_nothing() {
     }
     assert!(!logs.contains(&key), "the key is in the log");
 
+    // Delta statistics come from the written values: hashes, no raw bound.
+    let hex = |v: &Value| {
+        v.as_str()
+            .is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let mut stats_seen = 0;
+    for (_, actions) in crate::delta::delta_commits(&dir) {
+        for add in actions.iter().filter_map(|a| a.get("add")) {
+            let Some(stats) = add["stats"].as_str() else {
+                continue;
+            };
+            let stats: Value = serde_json::from_str(stats).unwrap();
+            stats_seen += 1;
+            for c in ["id", "email", "born", "price_h"] {
+                let (lo, hi) = (&stats["minValues"][c], &stats["maxValues"][c]);
+                assert!(hex(lo) && hex(hi), "{c}: stats {lo} {hi} are no hashes");
+            }
+            for c in ["amount", "secret_m", "born_m"] {
+                assert!(stats["minValues"][c].is_null(), "{c}: {stats}");
+                assert_eq!(stats["nullCount"][c], stats["numRecords"], "{c}: {stats}");
+            }
+            for c in ["ssn", "doc", "n"] {
+                assert!(stats["nullCount"].get(c).is_none(), "{c}: {stats}");
+            }
+        }
+    }
+    assert!(stats_seen > 0, "no add action carries stats");
+
     // The schema history: each column's policy and lake type.
     let out = sluice.run_args(&["schema", "show"], &["shop.people", "--json"]);
     assert!(
@@ -513,6 +541,22 @@ fn policies_that_cannot_apply_stop_sluice_with_one_line() {
     }
     // Nothing was written under a policy that could not apply.
     assert!(data_files(lake.path()).is_empty());
+    // An entry that matches no column: a warning at start and in `check`.
+    sluice.extra = "[[columns]]\nmatch = 'shop\\.t\\.v'\naction = \"mask\"\n[[columns]]\nmatch = 'shop\\.nope\\..*'\naction = \"mask\"\n".into();
+    let out = sluice.run_args(&["check"], &[]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("[warn] column policies")
+            && report.contains("entry 2 (match 'shop\\.nope\\..*') matches no column"),
+        "{report}"
+    );
+    assert!(report.contains("[ok] column policies"), "{report}");
+    let out = sluice.run_until_caught_up_ok();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("[[columns]] entry 2 matches no column"),
+        "{log}"
+    );
     // A DDL that makes an excluded column part of the key stops the stream
     // before any row of the new shape is written.
     sluice.extra = "[[columns]]\nmatch = 'shop\\.t\\.n'\naction = \"exclude\"\n".into();
