@@ -15,9 +15,9 @@
 //!   precision; TIME `-838:59:59.000` likewise;
 //! - SET: its members joined by `,`.
 //!
-//! That is the text `SELECT` prints (with `time_zone = '+00:00'`), so
-//! `SHA2` aside, `HMAC_SHA256(key, CAST(col AS CHAR))` in any tool gives the
-//! same digest.
+//! That is the text `SELECT` prints (with `time_zone = '+00:00'`), so an
+//! HMAC-SHA256 of `CAST(col AS CHAR)` with the same key, computed in any
+//! tool, gives the same digest.
 
 use std::io::Write;
 use std::sync::Arc;
