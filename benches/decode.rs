@@ -231,7 +231,7 @@ fn benches(c: &mut Criterion) {
     for (name, captured) in &tables {
         let (mut buffer, rows) = decode_all(captured);
         let estimate = buffer.approx_bytes();
-        let batch = buffer.finish().expect("record batch");
+        let batch = buffer.finish(None).expect("record batch");
         eprintln!(
             "memory {name}: {rows} rows, estimate {:.1} MiB, Arrow arrays {:.1} MiB ({:.2}x)",
             estimate as f64 / 1048576.0,
@@ -262,7 +262,7 @@ fn benches(c: &mut Criterion) {
         let Some(captured) = tables.get(name) else {
             continue;
         };
-        let batch = decode_all(captured).0.finish().expect("record batch");
+        let batch = decode_all(captured).0.finish(None).expect("record batch");
         group.throughput(Throughput::Elements(captured.rows));
         group.bench_function(name, |b| {
             b.iter(|| encode_parquet(black_box(&batch)).expect("parquet").len())

@@ -24,13 +24,16 @@ CREATE TABLE table_versions (
     statement       TEXT,
     -- 1 when the table was dropped (or renamed away) at this version.
     dropped         INTEGER NOT NULL DEFAULT 0,
-    -- JSON list: [{name, lake_name, mysql_type, arrow_type, nullable, primary_key, key_position, charset, labels}].
+    -- JSON list: [{name, lake_name, mysql_type, arrow_type, policy, nullable, primary_key, key_position, charset, labels}].
     -- key_position (the column's 1-based place in the primary key, which
     -- current-state tables sort by) is absent or null in rows written before
     -- it was recorded: such a key sorts in table order (src/schema/mod.rs).
     -- lake_name (the column's name in the changelog files and Delta schema)
     -- is absent in rows written before lake names: loading names them by the
     -- same rule from the table's whole history (src/schema/lake_names.rs).
+    -- policy is the `[[columns]]` action in force ("exclude", "hash", "mask",
+    -- "truncate(N)"), absent or null for none; arrow_type is the type the
+    -- files hold, the policy applied (a hashed column is Utf8).
     columns         TEXT    NOT NULL,
     -- The manifest seq of the checkpoint that makes this version durable.
     checkpoint_seq  INTEGER NOT NULL,

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+mod columns;
 mod values;
+pub use columns::COLUMN_KEY_ENV;
 use values::{opt_duration, opt_file_size, percent_decode, toml_error};
 pub use values::{
     parse_duration, parse_lake_url, parse_size, MAX_DURATION, MAX_SIZE, MIN_DURATION,
@@ -31,6 +33,8 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub shutdown_timeout: Duration,
     pub http: HttpConfig,
+    /// `[[columns]]` and `[column_key]`: what of each column reaches the lake.
+    pub columns: crate::schema::policy::ColumnPolicies,
 }
 
 /// `[http]`: the metrics, health and status page endpoint (off by default).
@@ -371,6 +375,10 @@ struct RawConfig {
     compaction: RawCompaction,
     #[serde(default)]
     retention: RawRetention,
+    #[serde(default)]
+    columns: Vec<columns::RawColumnRule>,
+    #[serde(default)]
+    column_key: columns::RawColumnKey,
 }
 
 #[derive(Deserialize, Default)]
@@ -520,6 +528,7 @@ impl Config {
             },
             shutdown_timeout: opt_duration(raw.shutdown_timeout, "shutdown_timeout", 30)?,
             http: parse_http(raw.http)?,
+            columns: columns::parse_columns(raw.columns, &raw.column_key)?,
         })
     }
 }

@@ -42,6 +42,16 @@ pub enum Error {
     #[error("schema of {table}: {message}")]
     Schema { table: String, message: String },
 
+    /// A `[[columns]]` policy cannot apply to the column it matches (a key
+    /// column excluded or masked, a truncated number), at start or after a
+    /// DDL statement. Definite: nothing is written rather than raw values.
+    #[error("{0}")]
+    ColumnPolicy(#[from] crate::schema::policy::PolicyError),
+
+    /// A hashed column is to be written and no key is set. Definite.
+    #[error("{table}.{column} is hashed and no column key is set: set SLUICE_COLUMN_KEY or [column_key] file")]
+    NoColumnKey { table: String, column: String },
+
     /// A DDL statement on a captured table could not be read.
     #[error("cannot apply DDL on captured table {table} at {file}:{pos}: `{statement}`: {why}; if the statement is valid, record the table's shape after it with `sluice schema resync --config FILE {table}` and start sluice again")]
     UnparseableDdl {

@@ -278,6 +278,11 @@ pub async fn check(config: &Config) -> Result<(String, bool)> {
         ));
     }
     let mut ok = checks.iter().all(|c| c.ok);
+    if !config.columns.is_empty() {
+        let (line, passed) = check_policies(config, &mut conn).await?;
+        out.push_str(&line);
+        ok &= passed;
+    }
     // The lake: reachable, and put-if-absent works (fencing depends on it).
     let lake = match sink::open_store(&config.sink) {
         Ok(store) => sink::probe_put_if_absent(store.as_ref(), &config.sink.url).await,
@@ -304,6 +309,36 @@ pub async fn check(config: &Config) -> Result<(String, bool)> {
         }
     }
     Ok((out, ok))
+}
+
+/// `[[columns]]` against the captured tables' shapes now: a policy that
+/// cannot apply fails, an entry that matches no column is a warning.
+async fn check_policies(config: &Config, conn: &mut mysql_async::Conn) -> Result<(String, bool)> {
+    let tables = crate::schema::bootstrap::read_tables(conn, &config.filter).await?;
+    let mut policed = Vec::with_capacity(tables.len());
+    for mut t in tables.into_values() {
+        if let Err(e) = config.columns.assign(&mut t) {
+            return Ok((format!("[FAIL] {:<17} {e}\n", "column policies"), false));
+        }
+        policed.push(t);
+    }
+    let count: usize = policed
+        .iter()
+        .map(|t| t.columns.iter().filter(|c| c.policy.is_some()).count())
+        .sum();
+    let mut out = format!(
+        "[ok] {:<17} {} entries, {count} captured columns policed\n",
+        "column policies",
+        config.columns.rules.len()
+    );
+    let refs: Vec<&crate::schema::TableSchema> = policed.iter().collect();
+    for rule in config.columns.unmatched(&refs) {
+        out.push_str(&format!(
+            "[warn] {:<17} [[columns]] entry {} (match '{}') matches no column of a captured table\n",
+            "column policies", rule.entry, rule.pattern
+        ));
+    }
+    Ok((out, true))
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! when it is flushed; one buffer never mixes schema versions.
 
 pub mod column;
+pub mod policy;
 pub mod savepoint;
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use arrow::datatypes::{DataType, Field, Int32Type, Int8Type, Schema, SchemaRef, 
 use arrow::record_batch::RecordBatch;
 
 use crate::error::Result;
+use crate::schema::policy::ColumnKey;
 use crate::schema::TableSchema;
 use column::ColumnBuilder;
 
@@ -80,16 +82,19 @@ pub fn arrow_schema(table: &TableSchema) -> SchemaRef {
 
 /// The rows of one snapshot chunk as a batch of the table's file schema:
 /// `_seq` from `first_seq` on, one `_tx_seq`, the chunk's position, `_gtid`,
-/// `_sql` and `_before` null (DESIGN.md, "Initial snapshot").
+/// `_sql` and `_before` null (DESIGN.md, "Initial snapshot"). `columns` are
+/// the table's columns as read; their policies are applied here.
 pub fn snapshot_batch(
     table: &TableSchema,
-    mut columns: Vec<ArrayRef>,
+    columns: Vec<ArrayRef>,
     first_seq: i64,
     tx_seq: i64,
     at: (&str, u64),
     ts_ms: i64,
+    key: Option<&ColumnKey>,
 ) -> Result<RecordBatch> {
     let n = columns.first().map_or(0, |c| c.len());
+    let mut columns = policy::police_columns(table, columns, key)?;
     let mut op = StringDictionaryBuilder::<Int8Type>::new();
     let mut file = StringDictionaryBuilder::<Int32Type>::new();
     for _ in 0..n {
@@ -248,10 +253,13 @@ impl TableBuffer {
         self.finish_row(RowOp::Truncate, seq, origin, 0);
     }
 
-    /// Drains the builders into one record batch; the buffer is empty afterwards.
-    pub fn finish(&mut self) -> Result<RecordBatch> {
-        let mut arrays: Vec<ArrayRef> = self.columns.iter_mut().map(|c| c.finish()).collect();
+    /// Drains the builders into one record batch, the table's column
+    /// policies applied (`key` hashes); the buffer is empty afterwards.
+    pub fn finish(&mut self, key: Option<&ColumnKey>) -> Result<RecordBatch> {
+        let columns: Vec<ArrayRef> = self.columns.iter_mut().map(|c| c.finish()).collect();
+        let mut arrays = policy::police_columns(&self.table, columns, key)?;
         let before_children: Vec<ArrayRef> = self.before.iter_mut().map(|c| c.finish()).collect();
+        let before_children = policy::police_columns(&self.table, before_children, key)?;
         let before_nulls: Option<NullBuffer> = self.before_valid.finish();
         let before = StructArray::try_new(
             self.table.column_fields(true),
@@ -265,10 +273,18 @@ impl TableBuffer {
         arrays.push(Arc::new(self.pos.finish()));
         arrays.push(Arc::new(self.gtid.finish()));
         arrays.push(Arc::new(self.ts.finish()));
-        let sql_values =
-            StringArray::from_iter_values(self.sql_values.drain(..).map(|s| s.to_string()));
+        let mut sql_keys = self.sql_keys.finish();
+        let statements = self.sql_values.drain(..);
+        let sql_values = if self.table.has_policy() {
+            // The statements hold the literal values the policies keep
+            // out: neither a key nor a dictionary value is written.
+            sql_keys = Int32Array::new_null(sql_keys.len());
+            StringArray::from(Vec::<&str>::new())
+        } else {
+            StringArray::from_iter_values(statements.map(|s| s.to_string()))
+        };
         arrays.push(Arc::new(DictionaryArray::<Int32Type>::try_new(
-            self.sql_keys.finish(),
+            sql_keys,
             Arc::new(sql_values),
         )?));
         arrays.push(Arc::new(before));
@@ -288,6 +304,26 @@ mod tests {
     use super::*;
     use crate::schema::ColumnDef;
 
+    fn origin(sql: Option<&Arc<str>>) -> RowOrigin<'_> {
+        RowOrigin {
+            tx_seq: 1,
+            file: "binlog.000001",
+            pos: 4,
+            gtid: None,
+            timestamp: 0,
+            sql,
+        }
+    }
+
+    fn sql_column(batch: &RecordBatch) -> &DictionaryArray<Int32Type> {
+        batch
+            .column_by_name("_sql")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<DictionaryArray<Int32Type>>()
+            .unwrap()
+    }
+
     #[test]
     fn sql_is_held_once_per_statement() {
         let table = TableSchema {
@@ -302,23 +338,10 @@ mod tests {
         let (a, c): (Arc<str>, Arc<str>) = (Arc::from("INSERT a"), Arc::from("INSERT c"));
         for sql in [Some(&a), Some(&a), None, Some(&c)] {
             b.columns[0].append_i64(1);
-            let origin = RowOrigin {
-                tx_seq: 1,
-                file: "binlog.000001",
-                pos: 4,
-                gtid: None,
-                timestamp: 0,
-                sql,
-            };
-            b.finish_row(RowOp::Insert, 1, &origin, 4);
+            b.finish_row(RowOp::Insert, 1, &origin(sql), 4);
         }
-        let batch = b.finish().unwrap();
-        let sql = batch
-            .column_by_name("_sql")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<DictionaryArray<Int32Type>>()
-            .unwrap();
+        let batch = b.finish(None).unwrap();
+        let sql = sql_column(&batch);
         let keys: Vec<Option<i32>> = sql.keys().iter().collect();
         assert_eq!(keys, vec![Some(0), Some(0), None, Some(1)]);
         let values = sql.values().as_any().downcast_ref::<StringArray>().unwrap();
@@ -326,5 +349,30 @@ mod tests {
             values.iter().collect::<Vec<_>>(),
             vec![Some("INSERT a"), Some("INSERT c")]
         );
+    }
+
+    #[test]
+    fn sql_of_a_policed_table_is_null_with_no_statement_kept() {
+        use crate::schema::policy::PolicyAction;
+        let mut v = ColumnDef::new("v", "int", None, true, false).unwrap();
+        v.policy = Some(PolicyAction::Mask);
+        let table = TableSchema {
+            database: "shop".into(),
+            name: "t".into(),
+            version: 1,
+            columns: vec![ColumnDef::new("id", "int", None, false, true).unwrap(), v],
+            charset: None,
+            unique_keys: Vec::new(),
+        };
+        let mut b = TableBuffer::new(Arc::new(table));
+        let sql: Arc<str> = Arc::from("INSERT INTO t VALUES (1, 4242)");
+        b.columns[0].append_i64(1);
+        b.columns[1].append_i64(4242);
+        b.finish_row(RowOp::Insert, 1, &origin(Some(&sql)), 8);
+        let batch = b.finish(None).unwrap();
+        let sql = sql_column(&batch);
+        assert!(sql.is_null(0));
+        assert_eq!(sql.values().len(), 0, "the statement is not in the file");
+        assert!(batch.column_by_name("v").unwrap().is_null(0));
     }
 }

@@ -75,6 +75,11 @@ pub struct Manifest {
     /// tables it adds (`[snapshot] new_tables`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<crate::config::FilterPatterns>,
+    /// `[[columns]]` policies that changed at this checkpoint's start, one
+    /// `{table, column, from, to}` per column (`none` for no policy): they
+    /// apply to the rows of this checkpoint on; earlier files keep theirs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub column_policies: Vec<serde_json::Value>,
 }
 
 /// A prepared XA transaction whose outcome the stream has not reached yet.
@@ -596,6 +601,30 @@ mod tests {
         assert!(!validator.is_valid(&new));
     }
 
+    /// `column_policies` is written only when a policy changed, and each
+    /// entry names the table, the column and both policies.
+    #[test]
+    fn column_policies_are_optional_in_the_manifest() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../schemas/manifest.schema.json")).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let mut m = serde_json::to_value(manifest(3, "ab")).unwrap();
+        assert!(m.get("column_policies").is_none());
+        assert!(validator.is_valid(&m));
+        m["column_policies"] = serde_json::json!([
+            {"table": "shop.users", "column": "email", "from": "none", "to": "hash"},
+            {"table": "shop.users", "column": "name", "from": "truncate(4)", "to": "none"},
+        ]);
+        assert!(validator.is_valid(&m));
+        let loaded: Manifest = serde_json::from_value(m.clone()).unwrap();
+        assert_eq!(loaded.column_policies.len(), 2);
+        m["column_policies"][0]["to"] = "truncate(0)".into();
+        assert!(!validator.is_valid(&m));
+        m["column_policies"][0]["to"] = "hash".into();
+        m["column_policies"][0]["key"] = "secret".into();
+        assert!(!validator.is_valid(&m));
+    }
+
     fn manifest(seq: u64, writer: &str) -> Manifest {
         Manifest {
             format: FORMAT,
@@ -631,6 +660,7 @@ mod tests {
             snapshot: None,
             snapshot_requests: Vec::new(),
             filter: None,
+            column_policies: Vec::new(),
             zero_dates: 0,
             types: TYPES,
         }

@@ -672,3 +672,93 @@ fn filter_is_anchored() {
     assert!(!f.captures("myshop", "orders"));
     assert!(!f.captures("shopping", "x"));
 }
+
+/// `[[columns]]` entries appended to the minimal config.
+fn with_columns(entries: &str) -> std::result::Result<Config, String> {
+    Config::parse(&format!("{MINIMAL}{entries}"))
+}
+
+#[test]
+fn column_policies_parse_in_file_order() {
+    use crate::schema::policy::PolicyAction;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("column.key");
+    std::fs::write(&key, "s3cret-key\nignored second line\n").unwrap();
+    let c = with_columns(&format!(
+        "[column_key]\nfile = '{}'\n\
+         [[columns]]\nmatch = 'shop\\.users\\.email'\naction = \"hash\"\n\
+         [[columns]]\nmatch = 'shop\\.users\\.ssn'\naction = \"exclude\"\n\
+         [[columns]]\nmatch = 'shop\\..*\\.phone'\naction = \"mask\"\n\
+         [[columns]]\nmatch = 'shop\\.users\\.name'\naction = {{ truncate = 4 }}\n",
+        key.display()
+    ))
+    .unwrap();
+    let actions: Vec<_> = c.columns.rules.iter().map(|r| r.action).collect();
+    assert_eq!(
+        actions,
+        vec![
+            PolicyAction::Hash,
+            PolicyAction::Exclude,
+            PolicyAction::Mask,
+            PolicyAction::Truncate(4)
+        ]
+    );
+    assert_eq!(
+        c.columns.key.as_ref().map(|k| k.bytes().to_vec()),
+        Some(b"s3cret-key".to_vec())
+    );
+    // Anchored on the whole name, without case.
+    let rule = |db, t, col| c.columns.rule_for(db, t, col).map(|r| r.entry);
+    assert_eq!(rule("shop", "users", "EMAIL"), Some(1));
+    assert_eq!(rule("shop", "users", "email2"), None);
+    assert_eq!(rule("shop", "orders", "phone"), Some(3));
+    // No printing of the configuration shows the key.
+    assert!(!format!("{c:?}").contains("s3cret"));
+    assert!(Config::parse(MINIMAL).unwrap().columns.is_empty());
+}
+
+#[test]
+fn column_policy_errors_name_the_entry_in_one_line() {
+    let two = |second: &str| {
+        format!("[[columns]]\nmatch = 'shop\\.t\\.a'\naction = \"mask\"\n[[columns]]\n{second}\n")
+    };
+    for (entries, message) in [
+        (
+            two("match = 'shop\\.('\naction = \"mask\""),
+            "[[columns]] entry 2: match: bad regex `shop\\.(`: unclosed group",
+        ),
+        (
+            two("match = 'shop\\.t\\.b'\naction = \"blur\""),
+            "[[columns]] entry 2: action: `blur` is not an action, use \"exclude\", \"hash\", \"mask\" or { truncate = N }",
+        ),
+        (
+            two("match = 'shop\\.t\\.b'\naction = { blur = 3 }"),
+            "[[columns]] entry 2: action: `blur` is not an action, use \"exclude\", \"hash\", \"mask\" or { truncate = N }",
+        ),
+        (
+            two("match = 'shop\\.t\\.b'\naction = { truncate = 0 }"),
+            "[[columns]] entry 2: action: truncate = 0 is out of range, keep at least 1 character",
+        ),
+        (
+            two("match = 'shop\\.t\\.b'\naction = { truncate = \"4\" }"),
+            "[[columns]] entry 2: action: truncate takes a number, e.g. { truncate = 4 }",
+        ),
+        (
+            two("match = 'shop\\.t\\.b'\naction = \"hash\""),
+            "[[columns]] entry 2: action \"hash\" needs a key; set SLUICE_COLUMN_KEY or [column_key] file",
+        ),
+    ] {
+        if std::env::var_os(COLUMN_KEY_ENV).is_some() && message.contains("needs a key") {
+            continue;
+        }
+        let e = with_columns(&entries).unwrap_err();
+        assert_eq!(e, message);
+    }
+    let e = with_columns("[[columns]]\nmatches = 'x'\naction = \"mask\"\n").unwrap_err();
+    assert!(e.contains("matches") && !e.contains('\n'), "{e}");
+    let e = with_columns("[column_key]\nfile = '/nonexistent/sluice.key'\n").unwrap_err();
+    assert!(
+        e.starts_with("column_key.file: cannot read /nonexistent/sluice.key: "),
+        "{e}"
+    );
+}

@@ -385,7 +385,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((rows, seq), (2, 12));
-        let batch = buffer.finish().unwrap();
+        let batch = buffer.finish(None).unwrap();
         let ids = batch.column_by_name("id").unwrap();
         let ids = ids.as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(ids.values().to_vec(), vec![1, 2]);

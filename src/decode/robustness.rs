@@ -396,7 +396,9 @@ fn corrupt_rows_events_are_an_error_not_a_panic() {
         match result {
             // Rows decoded without error make a consistent batch.
             Ok(_) => {
-                buffer.finish().expect("decoded rows make a record batch");
+                buffer
+                    .finish(None)
+                    .expect("decoded rows make a record batch");
                 true
             }
             Err(_) => false,

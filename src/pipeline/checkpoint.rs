@@ -196,6 +196,7 @@ impl Pipeline<'_> {
             cursor: self.cursor.clone(),
             files: std::mem::take(&mut self.pending),
             ddl: self.tracker.uncommitted().1.to_vec(),
+            column_policies: self.tracker.policy_changes().to_vec(),
             totals,
             xa_prepared: self.prepared.values().cloned().collect(),
             zero_dates: self.committed.as_ref().map_or(0, |m| m.zero_dates) + self.stats.zero_dates,

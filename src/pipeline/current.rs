@@ -90,7 +90,16 @@ impl CurrentFolds {
         let mut tables = Vec::new();
         for v in history.latest_all()? {
             let (db, table) = (v.schema.database, v.schema.name);
-            let versions = history.versions(&db, &table)?;
+            // A current table holds what the changelog files hold:
+            // excluded columns are in neither.
+            let versions = history
+                .versions(&db, &table)?
+                .into_iter()
+                .map(|mut v| {
+                    v.schema = v.schema.without_excluded();
+                    v
+                })
+                .collect();
             tables.push(FoldTable {
                 db,
                 table,

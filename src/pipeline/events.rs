@@ -436,8 +436,9 @@ impl Pipeline<'_> {
                 &mut DecodeStats::default(),
             )
             .map_err(|e| Error::decode(&self.file, start, format!("{name}: {e}")))?;
+            let column_key = self.config.columns.key.as_ref();
             self.window_notes
-                .push((name, plan.schema.version, changed.finish()?));
+                .push((name, plan.schema.version, changed.finish(column_key)?));
         }
         Ok(())
     }

@@ -84,6 +84,7 @@ impl Pipeline<'_> {
     /// Starts encoding and uploading one table's buffer in the background.
     /// The file's name is fixed here, so names follow the stream's order.
     pub(super) fn start_flush(&mut self, name: &str) -> Result<()> {
+        let column_key = self.config.columns.key.as_ref();
         let Some(buffer) = self.buffers.get_mut(name) else {
             return Ok(());
         };
@@ -94,7 +95,7 @@ impl Pipeline<'_> {
         let estimate = buffer.approx_bytes();
         let batch = self
             .savepoints
-            .keep(&table.qualified_name(), buffer.finish()?)?;
+            .keep(&table.qualified_name(), buffer.finish(column_key)?)?;
         if batch.num_rows() == 0 {
             return Ok(());
         }

@@ -264,6 +264,7 @@ pub async fn run(
     let mut tracker =
         SchemaTracker::new(history, config.filter.clone(), db_charsets, server_charset)?;
     tracker.set_server_version(&server.version);
+    tracker.set_policies(config.columns.clone());
 
     let cursor = match &committed {
         Some(m) => m.cursor.clone(),
@@ -320,6 +321,9 @@ pub async fn run(
         .map(|v| (v.schema.database, v.schema.name))
         .collect();
     tracker.apply_pending_resyncs(&all, &here, "-- sluice schema resync")?;
+    // `[[columns]]` changed since the last run: new versions from here, the
+    // resume position, which the last checkpoint committed.
+    tracker.apply_policies(&here)?;
     let prepared = prepared_xa(committed.as_ref());
     let snapshot = snapshot_progress.filter(|p| !p.is_empty()).map(|progress| {
         let running = progress.values().filter(|t| !t.done()).count();

@@ -69,8 +69,12 @@ struct Waiting {
 struct Window {
     table: String,
     shape: Arc<TableSchema>,
-    /// The key columns' places in `shape`.
+    /// The key columns' places in `shape` (and in a chunk's columns).
     key: Vec<usize>,
+    /// Their places in the table's files, which leave excluded columns out.
+    lake_key: Vec<usize>,
+    /// Compares keys as the files hold them (a hashed key as its hash):
+    /// the stream's keys come from written batches.
     converter: RowConverter,
     /// The keys of rows the stream changed since the window opened, in the
     /// converter's byte form: equal values, equal bytes.
@@ -224,14 +228,14 @@ impl SnapshotRun {
                 continue;
             }
             let after: Vec<ArrayRef> = w
-                .key
+                .lake_key
                 .iter()
                 .map(|&i| Arc::clone(changed.column(i)))
                 .collect();
             note_keys(w, &after)?;
             if let Some(before) = before {
                 let keys: Vec<ArrayRef> = w
-                    .key
+                    .lake_key
                     .iter()
                     .map(|&i| Arc::clone(before.column(i)))
                     .collect();
@@ -423,11 +427,19 @@ impl Pipeline<'_> {
                 let _ = end.placed.send(false);
                 continue;
             }
+            let column_key = self.config.columns.key.as_ref();
             let keys: Vec<ArrayRef> = w
                 .key
                 .iter()
-                .map(|&i| Arc::clone(&rows.columns[i]))
-                .collect();
+                .map(|&i| {
+                    batch::policy::police(
+                        &w.shape,
+                        &w.shape.columns[i],
+                        &rows.columns[i],
+                        column_key,
+                    )
+                })
+                .collect::<Result<_>>()?;
             let converted = w.converter.convert_columns(&keys)?;
             let keep: BooleanArray = converted
                 .iter()
@@ -535,6 +547,7 @@ impl Pipeline<'_> {
             r.tx_seq,
             (&r.at.file, r.at.pos),
             rows.read_at_ms,
+            self.config.columns.key.as_ref(),
         )?;
         r.seq += rows.rows as i64;
         let shape = Arc::clone(&r.shape);
@@ -651,12 +664,17 @@ fn open_window(table: &str, shape: &Arc<TableSchema>, names: &[String]) -> Resul
         .collect::<Result<Vec<_>>>()?;
     let fields = key
         .iter()
-        .map(|&i| SortField::new(shape.columns[i].kind.arrow_type()))
+        .map(|&i| SortField::new(shape.columns[i].lake_type()))
+        .collect();
+    let lake_key = key
+        .iter()
+        .map(|&i| shape.columns[..i].iter().filter(|c| c.in_lake()).count())
         .collect();
     Ok(Window {
         table: table.to_string(),
         shape: Arc::clone(shape),
         key,
+        lake_key,
         converter: RowConverter::new(fields)?,
         changed: HashSet::new(),
         reshaped: false,

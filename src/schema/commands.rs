@@ -69,6 +69,7 @@ fn version_json(v: &TableVersion) -> serde_json::Value {
                             | "lake_name"
                             | "mysql_type"
                             | "arrow_type"
+                            | "policy"
                             | "nullable"
                             | "primary_key"
                             | "charset"
@@ -115,31 +116,54 @@ fn describe(v: &TableVersion) -> String {
             .map(one_line)
             .unwrap_or_else(|| "(bootstrap from information_schema)".into()),
     );
+    // The arrow type is the lake's, the column's policy applied (a hashed
+    // column is text); the policy column shows only where there is one.
     let key_width = v.schema.primary_key().len();
-    let rows: Vec<[String; 5]> = v
-        .schema
-        .columns
-        .iter()
-        .zip(key_places(&v.schema))
-        .map(|(c, place)| {
-            [
-                c.name.clone(),
-                c.mysql_type.clone(),
-                c.kind.arrow_type().to_string(),
-                if c.nullable { "yes" } else { "no" }.to_string(),
-                // A key of several columns shows their order: `PK 2`.
-                match place {
-                    Some(at) if key_width > 1 => format!("PK {at}"),
-                    Some(_) => "PK".to_string(),
-                    None => String::new(),
-                },
-            ]
-        })
-        .collect();
-    out.push_str(&table(
-        &["column", "mysql type", "arrow type", "null", "key"],
-        &rows,
-    ));
+    let row = |(c, place): (&crate::schema::ColumnDef, Option<usize>)| {
+        [
+            c.name.clone(),
+            c.mysql_type.clone(),
+            c.lake_type().to_string(),
+            if c.nullable { "yes" } else { "no" }.to_string(),
+            // A key of several columns shows their order: `PK 2`.
+            match place {
+                Some(at) if key_width > 1 => format!("PK {at}"),
+                Some(_) => "PK".to_string(),
+                None => String::new(),
+            },
+        ]
+    };
+    let places = key_places(&v.schema);
+    if v.schema.has_policy() {
+        let rows: Vec<[String; 6]> = v
+            .schema
+            .columns
+            .iter()
+            .zip(places)
+            .map(|(c, place)| {
+                let [a, b, t, n, k] = row((c, place));
+                let policy = c.policy.map(|p| p.name()).unwrap_or_default();
+                [a, b, t, n, k, policy]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "column",
+                "mysql type",
+                "arrow type",
+                "null",
+                "key",
+                "policy",
+            ],
+            &rows,
+        ));
+    } else {
+        let rows: Vec<[String; 5]> = v.schema.columns.iter().zip(places).map(row).collect();
+        out.push_str(&table(
+            &["column", "mysql type", "arrow type", "null", "key"],
+            &rows,
+        ));
+    }
     out
 }
 

@@ -59,7 +59,8 @@ fn columns_json(columns: &[ColumnDef]) -> serde_json::Value {
                 "name": c.name,
                 "lake_name": (!c.lake_name.is_empty()).then_some(&c.lake_name),
                 "mysql_type": c.mysql_type,
-                "arrow_type": c.kind.arrow_type().to_string(),
+                "arrow_type": c.lake_type().to_string(),
+                "policy": c.policy.map(|p| p.name()),
                 "nullable": c.nullable,
                 "primary_key": c.primary_key,
                 "key_position": c.key_position,
@@ -166,6 +167,14 @@ fn columns_from_json(v: &serde_json::Value) -> std::result::Result<Vec<ColumnDef
                 ),
             }
             .filter(|_| column.primary_key);
+            // Absent (or null) in versions without a column policy.
+            column.policy = match s("policy") {
+                Some(p) => Some(
+                    super::policy::PolicyAction::parse(&p)
+                        .ok_or_else(|| format!("column policy `{p}` is not one sluice writes"))?,
+                ),
+                None => None,
+            };
             Ok(column)
         })
         .collect()
@@ -814,7 +823,8 @@ pub fn changed_column_type(
     let current = columns_from_json(columns).ok()?;
     stored.iter().zip(current).find_map(|(c, def)| {
         let found = c.get("arrow_type")?.as_str()?;
-        let now = def.kind.arrow_type();
+        // The stored type is the column's lake type, its policy applied.
+        let now = def.lake_type();
         // Parsed, so that a later arrow printing a type differently is no change.
         let changed = match found.parse::<arrow::datatypes::DataType>() {
             Ok(t) => t != now,

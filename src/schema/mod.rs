@@ -12,6 +12,7 @@ pub mod ddl;
 pub mod history;
 pub mod lake_names;
 pub mod plan;
+pub mod policy;
 pub mod reread;
 pub mod tracker;
 
@@ -39,6 +40,9 @@ pub struct ColumnDef {
     /// The column's name in the changelog's Parquet files and Delta schema
     /// ([`lake_names`]); empty until the schema history assigns it.
     pub lake_name: String,
+    /// The `[[columns]]` policy in force for this version of the table
+    /// ([`policy`]); recorded with the version, like the lake name.
+    pub policy: Option<policy::PolicyAction>,
 }
 
 impl ColumnDef {
@@ -63,6 +67,7 @@ impl ColumnDef {
             primary_key,
             key_position: None,
             lake_name: String::new(),
+            policy: None,
         })
     }
 
@@ -142,11 +147,22 @@ impl TableSchema {
     }
 
     /// The table's columns as Arrow fields of the changelog's files, under
-    /// their lake names (used both top-level and inside `_before`).
+    /// their lake names and in their lake types (used both top-level and
+    /// inside `_before`). The column policies are part of it: an excluded
+    /// column has no field, a hashed one is text, a masked one nullable, so
+    /// that every writer of the table's files agrees with its Delta schema.
     pub fn column_fields(&self, force_nullable: bool) -> Fields {
         self.columns
             .iter()
-            .map(|c| Field::new(c.lake(), c.kind.arrow_type(), force_nullable || c.nullable))
+            .filter(|c| c.in_lake())
+            .map(|c| {
+                let masked = c.policy == Some(policy::PolicyAction::Mask);
+                Field::new(
+                    c.lake(),
+                    c.lake_type(),
+                    force_nullable || c.nullable || masked,
+                )
+            })
             .collect()
     }
 

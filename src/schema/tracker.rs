@@ -15,6 +15,7 @@ use super::apply::{
 use super::ddl::{ddl_effect, parse_ddl_on, AlterOp, Change, DdlEffect, ServerVersion, TableName};
 use super::history::{SchemaHistory, TableVersion};
 use super::plan::TablePlan;
+use super::policy::{describe, ColumnPolicies};
 use super::reread::{needs_reread, ColumnStep, RereadReason};
 use super::{ColumnDef, TableSchema, UniqueKey};
 use crate::config::TableFilter;
@@ -102,7 +103,18 @@ pub struct SchemaTracker {
     /// The server that wrote the binlog being read: it decides which
     /// executable comments of a statement were executed.
     server: Option<ServerVersion>,
+    /// `[[columns]]`: every version recorded takes its columns' policies
+    /// from them.
+    policies: ColumnPolicies,
+    /// Manifest `column_policies` entries since the last checkpoint: the
+    /// policies that changed at this run's start.
+    policy_log: Vec<serde_json::Value>,
 }
+
+/// The statement of a version recorded because the `[[columns]]` policies
+/// of a table changed between two runs (no DDL): the version starts at the
+/// run's first position, a checkpoint boundary.
+pub const POLICY_STATEMENT: &str = "-- sluice: column policies changed";
 
 impl SchemaTracker {
     pub fn new(
@@ -122,6 +134,8 @@ impl SchemaTracker {
             provisional: HashMap::new(),
             applied_resyncs: Vec::new(),
             server: None,
+            policies: ColumnPolicies::default(),
+            policy_log: Vec::new(),
         };
         t.reload()?;
         Ok(t)
@@ -183,6 +197,68 @@ impl SchemaTracker {
         (&self.uncommitted, &self.ddl_log)
     }
 
+    /// The next checkpoint's `column_policies` entries.
+    pub fn policy_changes(&self) -> &[serde_json::Value] {
+        &self.policy_log
+    }
+
+    /// The `[[columns]]` policies every version recorded from now on takes.
+    pub fn set_policies(&mut self, policies: ColumnPolicies) {
+        self.policies = policies;
+    }
+
+    /// Checks the policies against every table known at start, warns of
+    /// entries that match no column, and records a new version of each
+    /// table whose columns' policies differ from its recorded ones, in force
+    /// from `at` (the run's first position: a checkpoint boundary). A policy
+    /// that cannot apply is a definite error before anything is written.
+    pub fn apply_policies(&mut self, at: &StreamPoint) -> Result<()> {
+        let mut provisional: Vec<TableSchema> =
+            self.provisional.values().map(|(t, _)| t.clone()).collect();
+        for t in &mut provisional {
+            self.policies.assign(t)?;
+        }
+        let mut names: Vec<TableName> = self.current.keys().cloned().collect();
+        names.sort();
+        let mut current = Vec::new();
+        for name in names {
+            let known = Arc::clone(&self.current[&name]);
+            let mut policed = (*known).clone();
+            self.policies.assign(&mut policed)?;
+            let changed: Vec<serde_json::Value> = known
+                .columns
+                .iter()
+                .zip(&policed.columns)
+                .filter(|(a, b)| a.policy != b.policy)
+                .map(|(a, b)| {
+                    json!({
+                        "table": known.qualified_name(),
+                        "column": a.name,
+                        "from": describe(a.policy),
+                        "to": describe(b.policy),
+                    })
+                })
+                .collect();
+            if !changed.is_empty() {
+                info!(table = %known.qualified_name(), columns = changed.len(), at = %at.position, "column policies changed: a new schema version takes them from here; files written before keep what they hold");
+                self.record(
+                    &name,
+                    Shape::of(&policed),
+                    at,
+                    Some(POLICY_STATEMENT),
+                    false,
+                )?;
+                self.policy_log.extend(changed);
+            }
+            current.push(policed);
+        }
+        let tables: Vec<&TableSchema> = current.iter().chain(&provisional).collect();
+        for rule in self.policies.unmatched(&tables) {
+            warn!(entry = rule.entry, pattern = %rule.pattern, "[[columns]] entry {} matches no column of a captured table", rule.entry);
+        }
+        Ok(())
+    }
+
     pub fn is_dirty(&self) -> bool {
         !self.uncommitted.is_empty() || !self.ddl_log.is_empty()
     }
@@ -192,6 +268,7 @@ impl SchemaTracker {
     pub fn committed(&mut self) -> Result<()> {
         self.uncommitted.clear();
         self.ddl_log.clear();
+        self.policy_log.clear();
         for (t, at) in std::mem::take(&mut self.applied_resyncs) {
             self.history.clear_pending_resync(&t.0, &t.1, &at)?;
         }
@@ -199,14 +276,15 @@ impl SchemaTracker {
     }
 
     /// Forgets versions of checkpoints after `committed` (a retry from the
-    /// last checkpoint). Bootstrap versions not yet committed are kept: the
-    /// re-read starts from the same position they describe.
+    /// last checkpoint). Bootstrap and policy versions not yet committed are
+    /// kept: the re-read starts from the same position they describe (and
+    /// the policies of the run's start still hold).
     pub fn rollback(&mut self, committed: u64) -> Result<()> {
         self.history.remove_after(committed)?;
         let bootstrap: Vec<TableVersion> = self
             .uncommitted
             .drain(..)
-            .filter(|v| v.statement.is_none())
+            .filter(|v| v.statement.as_deref().is_none_or(|s| s == POLICY_STATEMENT))
             .collect();
         for v in &bootstrap {
             self.history.insert(v)?;
@@ -234,7 +312,7 @@ impl SchemaTracker {
             c.lake_name.clear();
         }
         super::lake_names::assign(&earlier, &mut columns);
-        let schema = TableSchema {
+        let mut schema = TableSchema {
             database: t.0.clone(),
             name: t.1.clone(),
             version: earlier.last().map_or(0, |v| v.schema.version) + 1,
@@ -242,6 +320,9 @@ impl SchemaTracker {
             charset: shape.charset,
             unique_keys: shape.unique_keys,
         };
+        // Before the version exists: a DDL that makes an excluded column
+        // part of the key stops here, before any row of it is written.
+        self.policies.assign(&mut schema)?;
         let v = TableVersion {
             schema: schema.clone(),
             order_key: at.tx_seq,

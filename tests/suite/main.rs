@@ -17,6 +17,7 @@ mod bad_input;
 mod big_transaction;
 mod charsets;
 mod cli;
+mod column_policies;
 mod compaction;
 mod compressed;
 mod current;

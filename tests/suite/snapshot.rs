@@ -243,7 +243,7 @@ fn assert_lake_equals_source(db: &MariaDb, lake: &Lake, method: &str) {
 
 /// Stops a run whose snapshot is `done` (SIGTERM, exit 0), lets a second
 /// run commit whatever followed, and reads the lake.
-fn stop_after_the_snapshot(
+pub(crate) fn stop_after_the_snapshot(
     mut run: Running,
     done: bool,
     sluice: &Sluice,
@@ -263,14 +263,14 @@ fn stop_after_the_snapshot(
     Lake::read(lake)
 }
 
-fn snapshot_state(lake: &Lake) -> serde_json::Value {
+pub(crate) fn snapshot_state(lake: &Lake) -> serde_json::Value {
     lake.manifests
         .last()
         .map(|m| m["snapshot"].clone())
         .unwrap_or(serde_json::Value::Null)
 }
 
-fn all_done(snapshot: &serde_json::Value) -> bool {
+pub(crate) fn all_done(snapshot: &serde_json::Value) -> bool {
     snapshot
         .as_object()
         .is_some_and(|t| !t.is_empty() && t.values().all(|s| s["state"] == "done"))

@@ -81,7 +81,7 @@ fn decode(plan: &TablePlan, kind: RowsKind, body: &[u8]) -> Result<RecordBatch, 
         &mut seq,
         &mut DecodeStats::default(),
     )?;
-    Ok(buffer.finish().unwrap())
+    Ok(buffer.finish(None).unwrap())
 }
 
 fn strings(batch: &RecordBatch, column: &str) -> Vec<Option<String>> {

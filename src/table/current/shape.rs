@@ -26,7 +26,7 @@ pub fn current_schema(table: &TableSchema) -> SchemaRef {
         .columns
         .iter()
         .zip(current_names(&table.columns))
-        .map(|(c, name)| Field::new(name, c.kind.arrow_type(), true))
+        .map(|(c, name)| Field::new(name, c.lake_type(), true))
         .collect();
     fields.push(Field::new("_seq", DataType::Int64, true));
     fields.push(Field::new(
