@@ -264,6 +264,66 @@ async fn delete_all(store: &dyn ObjectStore, paths: Vec<Path>) -> Result<usize> 
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_replaced_deletion_vector_goes_after_the_retention_and_a_live_one_stays() {
+        use crate::table::current::dv::VectorFile;
+        use object_store::PutPayload;
+        use serde_json::json;
+        let store = object_store::memory::InMemory::new();
+        let table = Path::from("_current/db/t");
+        let rows: roaring::RoaringTreemap = [1u64, 2].into_iter().collect();
+        let (mut old, mut young, mut live) =
+            (VectorFile::new(1), VectorFile::new(2), VectorFile::new(3));
+        let (old_dv, young_dv, live_dv) = (old.push(&rows), young.push(&rows), live.push(&rows));
+        let paths = [old.path(&table), young.path(&table), live.path(&table)];
+        for f in [old, young, live] {
+            f.write(&store, &table).await.unwrap();
+        }
+        store
+            .put(
+                &table.clone().join("a.parquet"),
+                PutPayload::from_static(b"x"),
+            )
+            .await
+            .unwrap();
+        let now = 100 * 86_400_000;
+        let remove = |dv: &Value, at: i64| json!({"path": "a.parquet", "deletionTimestamp": at, "deletionVector": dv});
+        let mut state = TableState::default();
+        state.files.insert(
+            "a.parquet".into(),
+            json!({"path": "a.parquet", "size": 1, "deletionVector": live_dv}),
+        );
+        for r in [
+            remove(&old_dv, now - 30 * 86_400_000),
+            remove(&young_dv, now - 1000),
+        ] {
+            state
+                .tombstones
+                .insert(super::super::log::tombstone_key("a.parquet", &r), r);
+        }
+        assert_eq!(
+            expired_data_files(&store, &table, &state, now)
+                .await
+                .unwrap(),
+            1
+        );
+        let exists = |p: &Path| {
+            let store = &store;
+            let p = p.clone();
+            async move { store.head(&p).await.is_ok() }
+        };
+        assert!(!exists(&paths[0]).await, "the expired vector file stayed");
+        assert!(
+            exists(&paths[1]).await,
+            "a vector removed within the retention went"
+        );
+        assert!(exists(&paths[2]).await, "the live vector went");
+        assert!(
+            exists(&table.clone().join("a.parquet")).await,
+            "the live data file went"
+        );
+    }
+
     #[test]
     fn log_file_names_parse() {
         let v = |n: u64| format!("{n:020}");
