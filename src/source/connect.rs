@@ -39,16 +39,30 @@ pub async fn connect(cfg: &SourceConfig) -> Result<Conn> {
             );
         }
     }
-    match connect_with(cfg, options).await {
-        // `preferred`: a server without TLS gets a plain connection.
-        Err(mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer))
-            if cfg.tls.mode == TlsMode::Preferred =>
-        {
-            connect_with(cfg, opts(cfg).ssl_opts(None)).await
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let result = match connect_with(cfg, options.clone()).await {
+            // `preferred`: a server without TLS gets a plain connection.
+            Err(mysql_async::Error::Driver(
+                mysql_async::DriverError::NoClientSslFlagFromServer,
+            )) if cfg.tls.mode == TlsMode::Preferred => {
+                connect_with(cfg, opts(cfg).ssl_opts(None)).await
+            }
+            other => other,
+        };
+        match result {
+            // mysql_async takes an auth switch's data through mysql_common's
+            // `plugin_data()`, which drops a trailing 0 byte: MariaDB's
+            // ed25519 nonce is 32 random bytes without a terminator, so one
+            // login in 256 signs a short nonce and is refused. A second
+            // login gets another nonce; a wrong password is refused again.
+            Err(mysql_async::Error::Server(s)) if s.code == 1045 && tries < 2 => {
+                tracing::debug!(user = %cfg.user, "login refused; trying once more with a new nonce");
+            }
+            other => return other.map_err(|e| connect_error(cfg, e)),
         }
-        other => other,
     }
-    .map_err(|e| connect_error(cfg, e))
 }
 
 async fn connect_with(
