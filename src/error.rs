@@ -79,6 +79,11 @@ pub enum Error {
     #[error("snapshot request: {0}")]
     Request(String),
 
+    /// `sluice forget` cannot do what it was asked (bad input, or the lake
+    /// changed under it too often). Definite.
+    #[error("forget: {0}")]
+    Forget(String),
+
     /// `[http] listen` cannot be served (taken, not permitted, unresolvable). Definite.
     #[error("http.listen: {0}")]
     Listen(String),

@@ -9,6 +9,7 @@ pub mod commit;
 pub mod config;
 pub mod decode;
 pub mod error;
+pub mod forget;
 pub mod http;
 pub mod pipeline;
 pub mod schema;

@@ -62,6 +62,27 @@ enum Command {
         #[arg(long)]
         replace: bool,
     },
+    /// Erase rows of DB.TABLE from the lake's past: every row of the keys
+    /// (and every `_before` image holding one) leaves the changelog and the
+    /// current table, beside a running sidecar. Rows of the keys that arrive
+    /// later are kept.
+    Forget {
+        #[arg(long)]
+        config: PathBuf,
+        /// DB.TABLE
+        #[arg(value_name = "DB.TABLE")]
+        table: String,
+        /// A key as a JSON object of the key's columns, e.g. '{"id": 42}'.
+        #[arg(long = "key", value_name = "JSON")]
+        keys: Vec<String>,
+        /// A file of keys, one JSON object per line.
+        #[arg(long, value_name = "FILE")]
+        keys_file: Option<PathBuf>,
+        /// For a table without a key: rows whose columns hold these values,
+        /// e.g. '{"email": "a@example.com"}'.
+        #[arg(long = "where", value_name = "JSON")]
+        wheres: Vec<String>,
+    },
     /// The schema history of captured tables.
     Schema {
         #[command(subcommand)]
@@ -233,6 +254,27 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
                 "{}",
                 sluice::snapshot::request::request(&config, &tables, replace).await?
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Forget {
+            config,
+            table,
+            keys,
+            keys_file,
+            wheres,
+        } => {
+            let config = Config::load(&config)?;
+            let request = sluice::forget::Request {
+                table,
+                keys,
+                keys_file,
+                wheres,
+            };
+            let outcome = sluice::forget::forget(&config, &request).await?;
+            for w in &outcome.warnings {
+                eprintln!("sluice: {w}");
+            }
+            println!("{}", outcome.summary);
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { config, json } => {

@@ -94,6 +94,23 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
             }
         })
         .collect();
+    // `sluice forget` runs: the keys as HMACs, never their values.
+    let erasures: Vec<serde_json::Value> = crate::forget::records(lake.store.as_ref())
+        .await?
+        .into_iter()
+        .map(|r| {
+            json!({
+                "id": r["id"],
+                "table": r["table"],
+                "named_by": r["named_by"],
+                "keys": r["keys"],
+                "keys_found": r["keys_found"],
+                "key_hmacs": r["key_hmacs"],
+                "before_seq": r["before_seq"],
+                "finished_at": r["finished_at"],
+            })
+        })
+        .collect();
     if as_json {
         let v = json!({
             "lake": config.sink.url,
@@ -134,6 +151,7 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
                     .collect::<serde_json::Map<_, _>>()
             }),
             "snapshot_requests": requests,
+            "erasures": erasures,
         });
         return Ok(serde_json::to_string_pretty(&v).unwrap_or_default());
     }
@@ -255,6 +273,24 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
             out.push_str(&format!(
                 "  {table:<width$}  seq {}  version {}  {lag}\n",
                 c.seq, c.version
+            ));
+        }
+    }
+    if !erasures.is_empty() {
+        out.push_str("erasures (sluice forget):\n");
+        for e in &erasures {
+            out.push_str(&format!(
+                "  {}  {}  {} of {} {}s had rows (rows before _seq {})\n",
+                e["finished_at"].as_str().unwrap_or("?"),
+                e["table"].as_str().unwrap_or("?"),
+                e["keys_found"],
+                e["keys"],
+                if e["named_by"] == "where" {
+                    "--where"
+                } else {
+                    "key"
+                },
+                e["before_seq"],
             ));
         }
     }

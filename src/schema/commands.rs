@@ -10,7 +10,7 @@ use crate::config::{Config, TableFilter};
 use crate::error::{Error, Result};
 use crate::source::{self, BinlogPosition};
 
-fn split_table(name: &str) -> Result<(String, String)> {
+pub(crate) fn split_table(name: &str) -> Result<(String, String)> {
     name.split_once('.')
         .filter(|(d, t)| !d.is_empty() && !t.is_empty())
         .map(|(d, t)| (d.to_string(), t.to_string()))
@@ -22,7 +22,7 @@ fn split_table(name: &str) -> Result<(String, String)> {
 
 /// The history store, completed from the lake, and the committed checkpoint.
 /// Read-only towards the lake: a pipeline may be running beside us.
-async fn open(config: &Config) -> Result<(SchemaHistory, Lake, u64)> {
+pub(crate) async fn open(config: &Config) -> Result<(SchemaHistory, Lake, u64)> {
     let lake = Lake::open(&config.sink)?;
     let committed = lake.latest_manifest().await?.map(|m| m.seq).unwrap_or(0);
     let history = SchemaHistory::open(&config.state_dir)?;
@@ -32,7 +32,7 @@ async fn open(config: &Config) -> Result<(SchemaHistory, Lake, u64)> {
     Ok((history, lake, committed))
 }
 
-fn committed_versions(
+pub(crate) fn committed_versions(
     history: &SchemaHistory,
     db: &str,
     table: &str,

@@ -19,10 +19,10 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use crate::error::Result;
 
 /// Rows per batch read from a Parquet file.
-pub(super) const READ_BATCH_ROWS: usize = 4096;
+pub(crate) const READ_BATCH_ROWS: usize = 4096;
 
 /// A Parquet file in the store, read by ranges.
-pub(super) struct StoreFile {
+pub(crate) struct StoreFile {
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: u64,
@@ -70,7 +70,7 @@ impl AsyncFileReader for StoreFile {
 }
 
 /// The batches of a Parquet file in the store, one row group at a time.
-pub(super) async fn open_parquet(
+pub(crate) async fn open_parquet(
     store: &Arc<dyn ObjectStore>,
     path: Path,
     size: Option<u64>,
@@ -80,7 +80,7 @@ pub(super) async fn open_parquet(
 
 /// The same, reading only the leaf columns whose path `wanted` accepts
 /// (`["_before", "id"]` for a field of a struct).
-pub(super) async fn open_parquet_leaves(
+pub(crate) async fn open_parquet_leaves(
     store: &Arc<dyn ObjectStore>,
     path: Path,
     size: Option<u64>,

@@ -24,7 +24,7 @@ pub const APP_ID: &str = "sluice";
 /// A checkpoint at every version divisible by this.
 pub const CHECKPOINT_INTERVAL: u64 = 100;
 
-pub(super) fn log_dir(table: &Path) -> Path {
+pub(crate) fn log_dir(table: &Path) -> Path {
     table.clone().join(LOG_DIR)
 }
 
@@ -41,7 +41,7 @@ fn last_checkpoint_path(table: &Path) -> Path {
 }
 
 /// The version of a commit file's name, `None` for any other file.
-fn commit_version(name: &str) -> Option<u64> {
+pub(crate) fn commit_version(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(".json")?;
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().ok())
@@ -150,7 +150,7 @@ impl TableState {
     }
 }
 
-fn unreadable(table: &Path, why: impl std::fmt::Display) -> Error {
+pub(crate) fn unreadable(table: &Path, why: impl std::fmt::Display) -> Error {
     Error::Lake(format!("Delta log of {table}: {why}"))
 }
 
@@ -422,7 +422,7 @@ fn checkpoint_schema() -> Schema {
 }
 
 /// The actions of a checkpoint file, one per row.
-fn read_checkpoint(bytes: Bytes) -> std::result::Result<Vec<Value>, String> {
+pub(crate) fn read_checkpoint(bytes: Bytes) -> std::result::Result<Vec<Value>, String> {
     let batch = crate::sink::decode_parquet(bytes).map_err(|e| format!("checkpoint: {e}"))?;
     let mut out = Vec::new();
     let mut writer = arrow::json::ArrayWriter::new(&mut out);
@@ -436,6 +436,26 @@ fn read_checkpoint(bytes: Bytes) -> std::result::Result<Vec<Value>, String> {
     }
     let rows: Vec<Value> = serde_json::from_slice(&out).map_err(|e| format!("checkpoint: {e}"))?;
     Ok(rows)
+}
+
+/// The Parquet of a checkpoint of `version` holding `rows` (one action each).
+pub(crate) fn encode_checkpoint(table: &Path, version: u64, rows: &[Value]) -> Result<Vec<u8>> {
+    let schema = Arc::new(checkpoint_schema());
+    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
+        .build_decoder()
+        .map_err(|e| unreadable(table, format!("checkpoint {version}: {e}")))?;
+    decoder
+        .serialize(rows)
+        .map_err(|e| unreadable(table, format!("checkpoint {version}: {e}")))?;
+    let batch = decoder
+        .flush()
+        .map_err(|e| unreadable(table, format!("checkpoint {version}: {e}")))?
+        .unwrap_or_else(|| arrow::record_batch::RecordBatch::new_empty(schema));
+    let mut bytes = Vec::new();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None)?;
+    writer.write(&batch)?;
+    writer.close()?;
+    Ok(bytes)
 }
 
 /// Writes the checkpoint of `version` (the state of the log at it: protocol,
@@ -497,21 +517,7 @@ pub async fn write_checkpoint(
                 }})
             }),
     );
-    let schema = Arc::new(checkpoint_schema());
-    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
-        .build_decoder()
-        .map_err(|e| unreadable(table, format!("checkpoint {version}: {e}")))?;
-    decoder
-        .serialize(&rows)
-        .map_err(|e| unreadable(table, format!("checkpoint {version}: {e}")))?;
-    let batch = decoder
-        .flush()
-        .map_err(|e| unreadable(table, format!("checkpoint {version}: {e}")))?
-        .unwrap_or_else(|| arrow::record_batch::RecordBatch::new_empty(schema));
-    let mut bytes = Vec::new();
-    let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None)?;
-    writer.write(&batch)?;
-    writer.close()?;
+    let bytes = encode_checkpoint(table, version, &rows)?;
     store
         .put(&checkpoint_path(table, version), PutPayload::from(bytes))
         .await?;

@@ -14,13 +14,14 @@
 mod cleanup;
 pub mod compaction;
 pub mod current;
-mod files;
+pub(crate) mod files;
 mod lag;
 mod legacy_names;
-mod log;
+pub(crate) mod log;
+pub(crate) mod redact;
 mod rewrite;
 mod schema;
-mod stats;
+pub(crate) mod stats;
 mod tombstones;
 
 use std::collections::hash_map::Entry;
@@ -664,7 +665,11 @@ fn first_failure(seq: u64, failed: Vec<(String, Error)>) -> Option<Error> {
 /// Rewrites the checkpoint of `version` from the log.
 /// The `commitInfo` action of a commit sluice writes: an append (the
 /// changelog) or an overwrite (a rewrite, a fold), with sluice's own facts.
-fn commit_info(now_ms: i64, append: bool, sluice: serde_json::Value) -> serde_json::Value {
+pub(crate) fn commit_info(
+    now_ms: i64,
+    append: bool,
+    sluice: serde_json::Value,
+) -> serde_json::Value {
     json!({"commitInfo": {
         "timestamp": now_ms,
         "operation": "WRITE",
@@ -673,6 +678,23 @@ fn commit_info(now_ms: i64, append: bool, sluice: serde_json::Value) -> serde_js
         "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
         "sluice": sluice,
     }})
+}
+
+/// The facts of a table's last manifest commit, which a commit that keeps
+/// the table's rows (a compaction) or only takes some away (an erasure)
+/// carries over: a repair tells a lagging log by them.
+pub(crate) fn carried_info(state: &log::TableState) -> serde_json::Value {
+    let last = state
+        .last_info
+        .clone()
+        .unwrap_or_else(|| serde_json::json!({}));
+    let mut info = serde_json::json!({});
+    for key in ["seq", "table", "committed_at", "cursor", "rows"] {
+        if let Some(v) = last.get(key) {
+            info[key] = v.clone();
+        }
+    }
+    info
 }
 
 /// Test hook: a Delta checkpoint every this many versions instead of
@@ -690,7 +712,7 @@ fn checkpoint_interval() -> u64 {
 /// After `version` of the table at `dir` committed: a Delta checkpoint
 /// every [`CHECKPOINT_INTERVAL`] versions. A failure is logged only (readers
 /// replay the commits instead).
-async fn checkpoint_if_due(store: &dyn ObjectStore, dir: &Path, version: u64) {
+pub(crate) async fn checkpoint_if_due(store: &dyn ObjectStore, dir: &Path, version: u64) {
     if version > 0 && version % checkpoint_interval() == 0 {
         if let Err(e) = checkpoint(store, dir, version).await {
             tracing::warn!(%dir, version, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not write a Delta checkpoint; readers replay the commits instead");

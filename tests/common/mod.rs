@@ -1614,3 +1614,80 @@ pub fn seeded_rng(default: u64) -> (u64, impl FnMut(u64) -> u64) {
     };
     (seed, rng)
 }
+
+/// Every value of every Parquet file under `root` as text, and every other
+/// file's bytes: where a value may hide (compressed pages included).
+pub fn lake_text(root: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            let mut text = String::from_utf8_lossy(&bytes).into_owned();
+            if path.extension().is_some_and(|x| x == "parquet") {
+                let reader =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                        bytes::Bytes::from(bytes),
+                    )
+                    .and_then(|b| b.build())
+                    .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+                for batch in reader {
+                    for column in batch.unwrap().columns() {
+                        push_text(column.as_ref(), &mut text);
+                    }
+                }
+            }
+            out.push((path, text));
+        }
+    }
+    out
+}
+
+/// Every text and binary value in `array`, nested ones included.
+fn push_text(array: &dyn arrow::array::Array, out: &mut String) {
+    use arrow::array::AsArray;
+    use arrow::datatypes::DataType;
+    match array.data_type() {
+        DataType::Utf8 => {
+            for v in array.as_string::<i32>().iter().flatten() {
+                out.push_str(v);
+                out.push('\n');
+            }
+        }
+        DataType::Binary => {
+            for v in array.as_binary::<i32>().iter().flatten() {
+                out.push_str(&String::from_utf8_lossy(v));
+                out.push('\n');
+            }
+        }
+        DataType::Struct(_) => {
+            for c in array.as_struct().columns() {
+                push_text(c.as_ref(), out);
+            }
+        }
+        DataType::List(_) => push_text(array.as_list::<i32>().values().as_ref(), out),
+        DataType::Map(_, _) => {
+            let map = array.as_map();
+            push_text(map.keys().as_ref(), out);
+            push_text(map.values().as_ref(), out);
+        }
+        DataType::Dictionary(_, _) => {
+            let dict = array.as_any_dictionary();
+            push_text(dict.values().as_ref(), out);
+        }
+        _ => {}
+    }
+}
+
+pub fn holding<'a>(texts: &'a [(PathBuf, String)], needle: &str) -> Vec<&'a Path> {
+    texts
+        .iter()
+        .filter(|(_, t)| t.contains(needle))
+        .map(|(p, _)| p.as_path())
+        .collect()
+}

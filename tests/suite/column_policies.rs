@@ -45,7 +45,7 @@ action = "exclude"
 
 /// HMAC-SHA256 (RFC 2104) over sha2 alone, as a user would compute it:
 /// independent of the `hmac` crate sluice uses.
-fn hmac_hex(key: &[u8], message: &[u8]) -> String {
+pub(crate) fn hmac_hex(key: &[u8], message: &[u8]) -> String {
     let mut k = [0u8; 64];
     k[..key.len()].copy_from_slice(key);
     let pad = |b: u8| k.iter().map(|x| x ^ b).collect::<Vec<u8>>();
@@ -211,26 +211,18 @@ fn read_all(dir: &Path, columns: &[&str]) -> (Vec<String>, Vec<Vec<Option<String
     (read.schema, rows.clone())
 }
 
-/// Every file under `root` that holds one of `needles`, and which.
+/// Every file under `root` that holds one of `needles` (in its bytes or,
+/// for Parquet, in its decoded values), and which.
 fn files_holding(root: &Path, needles: &[String]) -> Vec<(PathBuf, String)> {
-    let mut hits = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = e.path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let bytes = std::fs::read(&path).unwrap_or_default();
-            for n in needles {
-                if bytes.windows(n.len()).any(|w| w == n.as_bytes()) {
-                    hits.push((path.clone(), n.clone()));
-                }
-            }
-        }
-    }
-    hits
+    let texts = lake_text(root);
+    needles
+        .iter()
+        .flat_map(|n| {
+            holding(&texts, n)
+                .into_iter()
+                .map(move |p| (p.to_path_buf(), n.clone()))
+        })
+        .collect()
 }
 
 fn insert(db: &MariaDb, people: &[Person]) {

@@ -29,6 +29,7 @@ mod delta_logs;
 mod differential;
 mod exactly_once;
 mod fencing;
+mod forget;
 mod gtid;
 mod harness;
 mod http;

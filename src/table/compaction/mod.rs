@@ -442,17 +442,8 @@ fn actions(
     job: &CompactionJob,
 ) -> Vec<Value> {
     let now = chrono::Utc::now().timestamp_millis();
-    // The facts of the table's last manifest commit carry over: the table
-    // holds the same rows (a repair tells a lagging log by them).
-    let last = state.last_info.clone().unwrap_or_else(|| json!({}));
-    let mut info = json!({
-        "compacted": {"files_removed": inputs.len(), "files_added": added.len()},
-    });
-    for key in ["seq", "table", "committed_at", "cursor", "rows"] {
-        if let Some(v) = last.get(key) {
-            info[key] = v.clone();
-        }
-    }
+    let mut info = super::carried_info(state);
+    info["compacted"] = json!({"files_removed": inputs.len(), "files_added": added.len()});
     let mut out = vec![json!({"commitInfo": {
         "timestamp": now,
         "operation": "OPTIMIZE",

@@ -30,6 +30,17 @@ pub(super) use marks::LiveRows;
 /// reading or writing one holds little.
 const ROW_GROUP_BYTES: usize = 8 << 20;
 
+/// How a current table's files are written.
+pub(crate) fn file_properties() -> Result<parquet::file::properties::WriterProperties> {
+    Ok(parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(
+            parquet::basic::ZstdLevel::try_new(1)?,
+        ))
+        .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
+        .set_dictionary_enabled(false)
+        .build())
+}
+
 fn key_rows(conv: &RowConverter, batch: &RecordBatch, key_idx: &[usize]) -> Result<Rows> {
     let cols: Vec<ArrayRef> = key_idx.iter().map(|i| batch.column(*i).clone()).collect();
     conv.convert_columns(&cols)
@@ -86,13 +97,7 @@ impl Output<'_> {
             );
             self.n += 1;
             let path = self.dir.clone().join(name.as_str());
-            let props = parquet::file::properties::WriterProperties::builder()
-                .set_compression(parquet::basic::Compression::ZSTD(
-                    parquet::basic::ZstdLevel::try_new(1)?,
-                ))
-                .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
-                .set_dictionary_enabled(false)
-                .build();
+            let props = file_properties()?;
             let upload =
                 object_store::buffered::BufWriter::new(self.ctx.store.clone(), path.clone());
             let writer = AsyncArrowWriter::try_new(upload, self.schema.clone(), Some(props))?;

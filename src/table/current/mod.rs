@@ -28,7 +28,7 @@
 mod apply;
 pub(crate) mod dv;
 mod identity;
-mod shape;
+pub(crate) mod shape;
 mod sort;
 mod status;
 
@@ -580,7 +580,7 @@ fn remove_action(path: &str, add: &Value) -> Value {
 
 /// The `remove` of a live `add` (with its deletion vector, which names the
 /// file's rows that were live), changing data or not.
-fn remove_with(path: &str, add: &Value, data_change: bool) -> Value {
+pub(crate) fn remove_with(path: &str, add: &Value, data_change: bool) -> Value {
     let mut remove = json!({
         "path": path,
         "deletionTimestamp": chrono::Utc::now().timestamp_millis(),
@@ -691,6 +691,7 @@ async fn remove_unfinished(
 }
 
 mod fold_table;
+pub(crate) use fold_table::file_properties;
 use fold_table::{fold_table, Base};
 
 /// What a planned fold starts from.
