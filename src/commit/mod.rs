@@ -80,6 +80,12 @@ pub struct Manifest {
     /// apply to the rows of this checkpoint on; earlier files keep theirs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub column_policies: Vec<serde_json::Value>,
+    /// `sluice forget` runs noted in this checkpoint (their records,
+    /// `_sluice/erasures/<id>.json`, written since the last one): `{id,
+    /// table, keys, keys_found, key_hmacs, before_seq, finished_at}`, the
+    /// keys as HMACs only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub erasures: Vec<serde_json::Value>,
 }
 
 /// A prepared XA transaction whose outcome the stream has not reached yet.
@@ -661,6 +667,7 @@ mod tests {
             snapshot_requests: Vec::new(),
             filter: None,
             column_policies: Vec::new(),
+            erasures: Vec::new(),
             zero_dates: 0,
             types: TYPES,
         }

@@ -315,7 +315,7 @@ pub async fn forget(config: &Config, req: &Request) -> Result<Outcome> {
         "current": current,
         "sluice_version": env!("CARGO_PKG_VERSION"),
     });
-    let record_path = Path::from(format!("{ERASURE_DIR}/{stamp}.json"));
+    let record_path = record_path(&stamp);
     store
         .put(
             &record_path,
@@ -365,6 +365,11 @@ pub async fn forget(config: &Config, req: &Request) -> Result<Outcome> {
         warnings,
         record,
     })
+}
+
+/// Where the record of run `id` is.
+pub fn record_path(id: &str) -> Path {
+    Path::from(format!("{ERASURE_DIR}/{id}.json"))
 }
 
 /// The erasure records of the lake, oldest first.

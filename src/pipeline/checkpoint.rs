@@ -197,6 +197,7 @@ impl Pipeline<'_> {
             files: std::mem::take(&mut self.pending),
             ddl: self.tracker.uncommitted().1.to_vec(),
             column_policies: self.tracker.policy_changes().to_vec(),
+            erasures: self.requests.erasures.values().cloned().collect(),
             totals,
             xa_prepared: self.prepared.values().cloned().collect(),
             zero_dates: self.committed.as_ref().map_or(0, |m| m.zero_dates) + self.stats.zero_dates,
@@ -277,6 +278,7 @@ impl Pipeline<'_> {
             zero_dates,
         );
         self.requests_committed(&manifest).await;
+        self.erasures_committed(&manifest).await;
         self.committed = Some(manifest);
         self.file_counter = 0;
         self.file_seqs.clear();

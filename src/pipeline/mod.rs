@@ -6,6 +6,7 @@
 mod checkpoint;
 mod compaction;
 mod current;
+mod erasures;
 mod events;
 mod flush;
 mod requests;

@@ -83,6 +83,9 @@ pub(super) struct RequestState {
     /// deleted yet.
     carried: BTreeSet<String>,
     last_listed: Option<Instant>,
+    /// `sluice forget` records not yet noted by a committed manifest, by id
+    /// (`super::erasures`).
+    pub(super) erasures: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl RequestState {
@@ -209,6 +212,7 @@ impl Pipeline<'_> {
             return Ok(());
         }
         self.requests.last_listed = Some(Instant::now());
+        self.note_erasures().await;
         // The stream does not depend on requests: a store that fails to
         // list them is asked again at the next interval.
         let listed = match request::list(self.lake.store.as_ref()).await {

@@ -386,6 +386,22 @@ fn forget_erases_keys_beside_a_running_sidecar_through_a_kill() {
     want.sort();
     got.sort();
     assert_eq!(got, want);
+    // The running sidecar noted the record in a manifest.
+    let noted: Vec<Value> = manifest_paths(lake.path())
+        .iter()
+        .flat_map(|p| {
+            let m: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+            m["erasures"].as_array().cloned().unwrap_or_default()
+        })
+        .collect();
+    assert!(
+        noted
+            .iter()
+            .any(|e| e["id"] == record["id"] && e["key_hmacs"] == record["key_hmacs"]),
+        "no manifest notes {}: {noted:?}",
+        record["id"]
+    );
+    assert!(record["noted_in"].is_u64(), "{record}");
     let status = sluice.status_json();
     assert!(
         status["erasures"]
