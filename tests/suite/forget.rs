@@ -516,3 +516,114 @@ fn bad_forget_input_is_one_line_and_changes_nothing() {
     );
     assert_eq!(data_files(lake.path()), before);
 }
+
+/// `sluice forget` of keys spread over a large table's changelog
+/// (benches/forget.sh, BENCHMARKS.md "Erasure"): BENCH_ROWS rows inserted in
+/// transactions of a million, 1 % of them updated, folded into the current
+/// table, then BENCH_KEYS random keys erased. Prints wall time, CPU time and
+/// peak RSS of the forget, and what it rewrote.
+#[test]
+#[ignore = "a benchmark: benches/forget.sh"]
+fn bench_forget() {
+    let rows: u64 = std::env::var("BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let keys: u64 = std::env::var("BENCH_KEYS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.big (id INT AUTO_INCREMENT PRIMARY KEY, v INT, pad VARCHAR(40));",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.default_flush = true;
+    sluice.timeout = Duration::from_secs(3600);
+    sluice.extra = "[current]\nenabled = true\nrefresh = \"1h\"\n".into();
+    for from in (0..rows).step_by(1_000_000) {
+        let n = (rows - from).min(1_000_000);
+        db.sql(&format!(
+            "INSERT INTO shop.big (v, pad) SELECT seq, MD5(seq) FROM shop.seq_1_to_{n};"
+        ));
+    }
+    db.sql("UPDATE shop.big SET v = v + 1 WHERE (id * 2654435761) % 100 = 0;");
+    sluice.run_until_caught_up_ok();
+    let shop = db.namespace().to_server("shop").as_ref().to_string();
+    let live_bytes = |dir: &Path| -> (usize, u64) {
+        let mut live: BTreeMap<String, u64> = BTreeMap::new();
+        for (_, actions) in delta_commits(dir) {
+            for a in &actions {
+                if let Some(rm) = a.get("remove") {
+                    live.remove(rm["path"].as_str().unwrap());
+                }
+            }
+            for a in &actions {
+                if let Some(add) = a.get("add") {
+                    live.insert(
+                        add["path"].as_str().unwrap().into(),
+                        add["size"].as_u64().unwrap(),
+                    );
+                }
+            }
+        }
+        (live.len(), live.values().sum())
+    };
+    let changelog = lake.path().join(&shop).join("big");
+    let current = lake.path().join("_current").join(&shop).join("big");
+    let (files, bytes) = live_bytes(&changelog);
+    let (cfiles, cbytes) = live_bytes(&current);
+    // Keys spread over the table: a multiplicative hash picks them.
+    let file = state.path().join("keys.jsonl");
+    let picked: Vec<String> = (0..keys)
+        .map(|i| format!("{{\"id\": {}}}", 1 + (i * 2654435761 + 7) % rows))
+        .collect();
+    std::fs::write(&file, picked.join("\n")).unwrap();
+    let cmd = sluice.command(&["forget", "--keys-file", file.to_str().unwrap()]);
+    let started = Instant::now();
+    let out = std::process::Command::new("/usr/bin/time")
+        .args(["-f", "peak_rss_kib=%M user_s=%U sys_s=%S"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .arg(format!("{shop}.big"))
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
+        .expect("run sluice forget under /usr/bin/time");
+    let wall = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let figure = |name: &str| -> String {
+        stderr
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{name}=")))
+            .unwrap_or("?")
+            .to_string()
+    };
+    let record: Value = std::fs::read_dir(lake.path().join("_sluice/erasures"))
+        .unwrap()
+        .flatten()
+        .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+        .next()
+        .unwrap();
+    let (c, k) = (&record["changelog"], &record["current"]);
+    println!("| rows | keys | found | wall s | user s | sys s | peak RSS MiB | changelog files | changelog bytes | files rewritten | bytes rewritten | bytes written | rows removed | current files | current bytes | current files rewritten | current bytes rewritten | log files redacted |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| {rows} | {keys} | {} | {:.1} | {} | {} | {} | {files} | {bytes} | {} | {} | {} | {} | {cfiles} | {cbytes} | {} | {} | {} |",
+        record["keys_found"],
+        wall.as_secs_f64(),
+        figure("user_s"),
+        figure("sys_s"),
+        figure("peak_rss_kib").parse::<u64>().map_or(0, |k| k / 1024),
+        c["files_rewritten"],
+        c["bytes_rewritten"],
+        c["bytes_written"],
+        c["rows_removed"],
+        k["files_rewritten"],
+        k["bytes_rewritten"],
+        c["log_files_redacted"].as_u64().unwrap_or(0) + k["log_files_redacted"].as_u64().unwrap_or(0),
+    );
+}
