@@ -43,7 +43,10 @@
 #                            (SLUICE_BENCH_NO_DELTA) and without current-table
 #                            folds, sluice_delta for Delta commits without folds,
 #                            sluice_fold2s for folds every 2 s instead of every
-#                            minute (BENCHMARKS.md, "The lake as tables")
+#                            minute (BENCHMARKS.md, "The lake as tables"),
+#                            sluice_hash for sluice with `hash` on two columns of
+#                            bench.wide, name and body (BENCHMARKS.md, "Column
+#                            policies")
 #   PROFILE=1                one more sluice run under `perf record`; top symbols
 #                            into benches/results/profile.txt
 #   QUIET_TIMEOUT=120        before each timed run, wait up to this many seconds for
@@ -420,6 +423,10 @@ run_sluice() { # run [http|bare|delta|fold2s]
         printf '\n[current]\nenabled = false\n' >>"$dir/sluice.toml"
         if [ "$2" = bare ]; then no_delta=1; fi
     fi
+    if [ "${2:-}" = hash ]; then
+        tool="sluice_hash"
+        printf '\n[[columns]]\nmatch = %s\naction = "hash"\n' "'bench\.wide\.(name|body)'" >>"$dir/sluice.toml"
+    fi
     if [ "${2:-}" = fold2s ]; then
         tool="sluice_fold2s"
         printf '\n[current]\nrefresh = "2s"\n' >>"$dir/sluice.toml"
@@ -432,6 +439,7 @@ run_sluice() { # run [http|bare|delta|fold2s]
         scraper=$!
     fi
     timed "$tool" "$1" /dev/null env SLUICE_SOURCE_PASSWORD="$DB_PASS" \
+        SLUICE_COLUMN_KEY="a-benchmark-column-key" \
         ${no_delta:+SLUICE_BENCH_NO_DELTA=1} \
         "$SLUICE" run --config "$dir/sluice.toml" --until-caught-up
     if [ -n "$scraper" ]; then
@@ -484,6 +492,7 @@ for i in $(seq 1 "$RUNS"); do
     wants sluice_bare && run_sluice "$i" bare
     wants sluice_delta && run_sluice "$i" delta
     wants sluice_fold2s && run_sluice "$i" fold2s
+    wants sluice_hash && run_sluice "$i" hash
 done
 
 if [ "$PROFILE" = 1 ] && wants sluice && ! command -v perf >/dev/null 2>&1; then

@@ -32,8 +32,9 @@ struct View {
     names: Vec<String>,
     types: Vec<DataType>,
     conv: RowConverter,
-    /// Row-format bytes of each named row, and which of them it is.
-    wanted: HashMap<Vec<u8>, usize>,
+    /// Row-format bytes of each named row, and which of them it is (a
+    /// row named twice is both).
+    wanted: HashMap<Vec<u8>, Vec<usize>>,
 }
 
 /// The rows to erase, in every form the table's files may hold them.
@@ -179,9 +180,9 @@ impl View {
             if cast.iter().any(|c| c.is_null(i)) {
                 continue;
             }
-            if let Some(n) = self.wanted.get(row.as_ref()) {
+            if let Some(named) = self.wanted.get(row.as_ref()) {
                 hit[i] = true;
-                found.push(*n);
+                found.extend(named);
             }
         }
     }
@@ -232,11 +233,10 @@ fn view(
     let rows = conv
         .convert_columns(&arrays)
         .map_err(|e| format!("columns {}: {e}", shown.join(", ")))?;
-    let wanted = rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.as_ref().to_vec(), i))
-        .collect();
+    let mut wanted: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        wanted.entry(r.as_ref().to_vec()).or_default().push(i);
+    }
     Ok(View {
         names: shown.to_vec(),
         types,
@@ -366,7 +366,7 @@ mod tests {
         let k2 = json!("9");
         let named = Named {
             columns: vec!["uid".into()],
-            rows: vec![vec![&k1], vec![&k2]],
+            rows: vec![vec![&k1], vec![&k2], vec![&k1]],
             by_key: true,
         };
         let m = Matcher::new(&versions, &named, None, Names::Changelog).unwrap();
@@ -385,7 +385,8 @@ mod tests {
         .unwrap();
         let (hit, found) = m.matches(&batch);
         assert_eq!(hit, BooleanArray::from(vec![true, true, false]));
-        assert_eq!(found, vec![0, 1]);
+        // A key named twice is found twice.
+        assert_eq!(found, vec![0, 1, 2]);
     }
 
     #[test]

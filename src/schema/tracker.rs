@@ -5,22 +5,22 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use mysql_common::binlog::events::TableMapEvent;
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::apply::{
-    apply_alter, columns_from_specs, derive_from_table_map, unique_keys_from_specs,
-};
+use super::apply::{apply_alter, columns_from_specs, unique_keys_from_specs};
 use super::ddl::{ddl_effect, parse_ddl_on, AlterOp, Change, DdlEffect, ServerVersion, TableName};
 use super::history::{SchemaHistory, TableVersion};
-use super::plan::TablePlan;
 use super::policy::{describe, ColumnPolicies};
 use super::reread::{needs_reread, ColumnStep, RereadReason};
 use super::{ColumnDef, TableSchema, UniqueKey};
 use crate::config::TableFilter;
 use crate::error::{Error, Result};
 use crate::source::BinlogPosition;
+
+mod table_map;
+#[cfg(test)]
+use table_map::keep_known_fixed_binary_types;
 
 /// A table's shape apart from its name and version: what a new version records.
 struct Shape {
@@ -797,132 +797,6 @@ impl SchemaTracker {
         }
         Ok(())
     }
-
-    /// The decode plan for a TABLE_MAP of a captured table: the version in
-    /// force, checked against the binlog. When they disagree, or the shape
-    /// is unknown, a FULL-metadata TABLE_MAP defines a derived version;
-    /// without that metadata it is an error with both shapes. The columns
-    /// at `compressed` hold MariaDB's compressed values
-    /// ([`crate::decode::compressed::plain_table_map`]).
-    pub fn plan_for(
-        &mut self,
-        tme: &TableMapEvent<'_>,
-        compressed: &[usize],
-        at: &StreamPoint,
-    ) -> Result<Option<Arc<TablePlan>>> {
-        let key = (
-            tme.database_name().into_owned(),
-            tme.table_name().into_owned(),
-        );
-        if !self.captures(&key) {
-            return Ok(None);
-        }
-        let table = format!("{}.{}", key.0, key.1);
-        let schema_err = |message: String| Error::Schema {
-            table: table.clone(),
-            message,
-        };
-        let derived = || {
-            derive_from_table_map(tme, compressed)
-                .map_err(|m| schema_err(format!("at {}: {m}", at.position)))
-        };
-        let problem = match self.shape(&key)? {
-            Some(schema) => match TablePlan::with_compressed(Arc::clone(&schema), tme, compressed) {
-                Ok(plan) => match names_disagree(&schema, tme) {
-                    None => return Ok(Some(Arc::new(plan))),
-                    Some(p) => p,
-                },
-                Err(p) => p,
-            },
-            None => format!(
-                "the table's shape at {} is not in the schema history (created before the start position, or by a statement that does not state its columns)",
-                at.position
-            ),
-        };
-        match derived()? {
-            Some(mut columns) => {
-                if let Some(known) = self.current.get(&key) {
-                    keep_known_fixed_binary_types(&mut columns, known);
-                }
-                warn!(%table, at = %at.position, %problem, "taking the table's shape from the binlog's FULL metadata");
-                let charset = self.current.get(&key).and_then(|s| s.charset.clone());
-                // The TABLE_MAP tells no unique keys: those known that still fit.
-                let unique_keys = self
-                    .current
-                    .get(&key)
-                    .map(|s| kept_unique_keys(&s.unique_keys, &columns))
-                    .unwrap_or_default();
-                let schema = self.record(&key, Shape { columns, charset, unique_keys }, at, Some("-- derived from TABLE_MAP (binlog_row_metadata=FULL)"), false)?;
-                let plan = TablePlan::with_compressed(schema, tme, compressed).map_err(|m| schema_err(format!("at {}: {m}", at.position)))?;
-                self.log_ddl("-- derived from TABLE_MAP (binlog_row_metadata=FULL)", &key.0, at, std::slice::from_ref(&key), &[]);
-                Ok(Some(Arc::new(plan)))
-            }
-            None => Err(schema_err(format!(
-                "at {}: {problem}; the shape cannot be established without binlog_row_metadata=FULL: start from a position before the table's CREATE TABLE, or record its shape with `sluice schema resync`",
-                at.position
-            ))),
-        }
-    }
-}
-
-/// The unique keys of `keys` whose columns all exist in `columns`.
-fn kept_unique_keys(keys: &[UniqueKey], columns: &[ColumnDef]) -> Vec<UniqueKey> {
-    let mut kept: Vec<UniqueKey> = keys
-        .iter()
-        .filter(|k| {
-            k.columns
-                .iter()
-                .all(|n| columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
-        })
-        .cloned()
-        .collect();
-    super::sort_unique_keys(columns, &mut kept);
-    kept
-}
-
-/// The TABLE_MAP shows MariaDB's INET4, INET6 and UUID as BINARY(4) and
-/// BINARY(16), charset binary, and nothing else: a column the history knew
-/// by that name as one of those types, with that width, stays one.
-fn keep_known_fixed_binary_types(derived: &mut [super::ColumnDef], known: &TableSchema) {
-    for column in derived.iter_mut() {
-        let width = match column.mysql_type.as_str() {
-            "binary(4)" => 4,
-            "binary(16)" => 16,
-            _ => continue,
-        };
-        let same = known.columns.iter().find(|k| k.name == column.name);
-        if let Some(k) = same.filter(|k| match k.kind {
-            super::ColumnKind::Inet4 => width == 4,
-            super::ColumnKind::Inet6 | super::ColumnKind::Uuid => width == 16,
-            _ => false,
-        }) {
-            column.mysql_type = k.mysql_type.clone();
-            column.kind = k.kind.clone();
-        }
-    }
-}
-
-/// With FULL metadata, the TABLE_MAP names the columns: they must match.
-fn names_disagree(schema: &TableSchema, tme: &TableMapEvent<'_>) -> Option<String> {
-    use mysql_common::binlog::events::OptionalMetadataField;
-    for field in tme.iter_optional_meta().flatten() {
-        if let OptionalMetadataField::ColumnName(cn) = field {
-            let names: Vec<String> = cn
-                .iter_names()
-                .filter_map(|r| r.ok())
-                .map(|c| c.name().into_owned())
-                .collect();
-            let ours: Vec<&str> = schema.columns.iter().map(|c| c.name.as_str()).collect();
-            if !names.iter().map(String::as_str).eq(ours.iter().copied()) {
-                return Some(format!(
-                    "the binlog names the columns ({}), the schema history has ({})",
-                    names.join(", "),
-                    ours.join(", ")
-                ));
-            }
-        }
-    }
-    None
 }
 
 fn one_line(s: &str) -> String {
