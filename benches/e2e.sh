@@ -71,6 +71,8 @@ SB_WRITE_EVENTS="${SB_WRITE_EVENTS:-60000}"
 SB_THREADS="${SB_THREADS:-2}"
 SB_TIME_CAP="${SB_TIME_CAP:-300}"
 RUNS="${RUNS:-3}"
+# The column key of sluice_hash's policy (every sluice command reads it).
+export SLUICE_COLUMN_KEY="${SLUICE_COLUMN_KEY:-a-benchmark-column-key}"
 PY_RUNS="${PY_RUNS:-1}"
 TOOLS="${TOOLS:-raw cdecode python zongji sluice}"
 PROFILE="${PROFILE:-0}"
@@ -439,7 +441,6 @@ run_sluice() { # run [http|bare|delta|fold2s]
         scraper=$!
     fi
     timed "$tool" "$1" /dev/null env SLUICE_SOURCE_PASSWORD="$DB_PASS" \
-        SLUICE_COLUMN_KEY="a-benchmark-column-key" \
         ${no_delta:+SLUICE_BENCH_NO_DELTA=1} \
         "$SLUICE" run --config "$dir/sluice.toml" --until-caught-up
     if [ -n "$scraper" ]; then
