@@ -663,3 +663,87 @@ fn bench_forget() {
         c["log_files_redacted"].as_u64().unwrap_or(0) + k["log_files_redacted"].as_u64().unwrap_or(0),
     );
 }
+
+/// The same on S3 (moto_server): the copies, the deletes, the log's
+/// rewrites and the record go through the object store's API.
+#[test]
+fn forget_erases_keys_on_s3() {
+    let (seed, mut rng) = seeded_rng(0x53_f0_46);
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.people (pid INT PRIMARY KEY, name VARCHAR(40), email VARCHAR(80), n INT);",
+    );
+    let test_lake = TestLake::new(Backend::S3);
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = test_lake.sluice(&db, state.path());
+    sluice.extra = "[current]\nenabled = true\n".into();
+    let mut tokens: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let mut sql = String::new();
+    for id in 1..=300u64 {
+        let (name, email) = (token(&mut rng, "nm"), token(&mut rng, "em"));
+        sql += &format!("INSERT INTO shop.people VALUES ({id}, '{name}', '{email}', 0);\n");
+        tokens.entry(id).or_default().extend([name, email]);
+    }
+    db.sql(&sql);
+    sluice.run_until_caught_up_ok();
+    let mut sql = String::new();
+    for _ in 0..100 {
+        let id = 1 + rng(300);
+        let name = token(&mut rng, "nm");
+        sql += &format!("UPDATE shop.people SET name = '{name}', n = n + 1 WHERE pid = {id};\n");
+        tokens.entry(id).or_default().push(name);
+    }
+    db.sql(&sql);
+    sluice.run_until_caught_up_ok();
+
+    let erased: BTreeSet<u64> = (0..10).map(|_| 1 + rng(300)).collect();
+    let mut args = vec!["forget".to_string()];
+    for id in &erased {
+        args.extend(["--key".into(), format!("{{\"pid\": {id}}}")]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = sluice.run_args(&args, &["shop.people"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // More changes after it, folded from the copies.
+    db.sql("UPDATE shop.people SET n = n + 10 WHERE pid % 7 = 0;");
+    sluice.run_until_caught_up_ok();
+
+    let root = test_lake.local_root();
+    let shop = db.namespace().to_server("shop").as_ref().to_string();
+    let ids = erased
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let source: Table = db
+        .query_rows(&format!(
+            "SELECT pid, name, email, n FROM shop.people WHERE pid NOT IN ({ids})"
+        ))
+        .into_iter()
+        .map(|r| (vec![r[0].clone().unwrap_or_default()], r))
+        .collect();
+    assert_same_table(
+        &format!("the current table after forget on S3 (seed {seed})"),
+        &source,
+        &current_rows(
+            &root.join("_current").join(&shop).join("people"),
+            &["pid", "name", "email", "n"],
+            None,
+        ),
+    );
+    let texts = lake_text(&root);
+    for id in &erased {
+        for t in &tokens[id] {
+            let hits = holding(&texts, t);
+            assert!(hits.is_empty(), "seed {seed}: {t} of key {id} in {hits:?}");
+        }
+    }
+    let kept = tokens.keys().find(|id| !erased.contains(id)).unwrap();
+    assert!(!holding(&texts, &tokens[kept][0]).is_empty());
+    assert!(root.join("_sluice/erasures").is_dir());
+}
