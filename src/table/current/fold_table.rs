@@ -29,7 +29,10 @@ use super::*;
 mod changes;
 mod marks;
 mod purge;
-use changes::{in_key_order, live_sources, manifest_sources, read_change_rows, ChangeStream};
+use changes::{
+    in_key_order, last_changes, live_sources, manifest_sources, read_change_rows, source_bytes,
+    ChangeStream,
+};
 pub(super) use marks::LiveRows;
 
 /// Row groups of a current table's files stay below this (encoded), so that
@@ -497,24 +500,38 @@ pub(super) async fn fold_table(
         .await
         .unwrap_or(None);
     let mut sorter = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
+    // Changes too many to sort in memory (their Parquet alone is past a
+    // sixteenth of the budget; decoded rows take several times that) are
+    // read in two passes: the rows that hold each key's last change first,
+    // from the key columns, then only those rows (`last_changes`).
+    let two_passes = in_order.is_none() && source_bytes(&manifest) > ctx.budget as u64 / 16;
+    let mut counted = None;
     // The manifests' files first: the log need not be read unless another
     // writer removed one of them (OPTIMIZE; VACUUM may have deleted it).
     let read = match in_order {
         Some(_) => Ok(()),
-        None => read_change_rows(ctx, t, &manifest, &target, &mut sorter).await,
+        None if two_passes => match last_changes(ctx, t, &manifest, &target).await {
+            Ok((selected, changes)) => {
+                counted = Some(changes);
+                read_change_rows(ctx, t, &manifest, &target, &mut sorter, Some(&selected)).await
+            }
+            Err(e) => Err(e),
+        },
+        None => read_change_rows(ctx, t, &manifest, &target, &mut sorter, None).await,
     };
     if let Err(e) = read {
         match live_sources(ctx, t, files, after, next_seqs).await? {
             Some(sources) => {
                 tracing::info!(table = %t.name(), error = %e, "a changelog file of the fold was removed from its Delta table by another writer; reading its rows from the live files");
                 sorter = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
-                read_change_rows(ctx, t, &sources, &target, &mut sorter).await?;
+                counted = None;
+                read_change_rows(ctx, t, &sources, &target, &mut sorter, None).await?;
             }
             None => return Err(e),
         }
     }
     let mut report = FoldReport {
-        changed_rows: in_order.unwrap_or_else(|| sorter.changes()),
+        changed_rows: in_order.or(counted).unwrap_or_else(|| sorter.changes()),
         ..Default::default()
     };
     // Files by key range; unusable ranges (a changed key, no tags) mean
@@ -552,7 +569,7 @@ pub(super) async fn fold_table(
     let full = sorter.truncated() || (unranged && !base_files.is_empty());
     if full && in_order.take().is_some() {
         // The table is rebuilt through the sorter: its changes go there too.
-        read_change_rows(ctx, t, &manifest, &target, &mut sorter).await?;
+        read_change_rows(ctx, t, &manifest, &target, &mut sorter, None).await?;
     }
     if full {
         if !sorter.truncated() {

@@ -3,9 +3,10 @@
 //! same `_seq` ranges from the live files of the changelog's Delta log.
 
 use parquet::arrow::async_reader::ParquetRecordBatchStream;
+use roaring::RoaringTreemap;
 
 use super::super::super::files::StoreFile;
-use super::super::sort::{run_schema, RUN_BATCH_ROWS};
+use super::super::sort::{run_schema, RUN_BATCH_ROWS, VALUES};
 use super::*;
 
 /// A changelog file a fold reads, and which of its rows it takes.
@@ -39,6 +40,11 @@ impl ChangeSource {
             }],
         }
     }
+}
+
+/// The bytes of the files of `sources` (as the manifests give them).
+pub(super) fn source_bytes(sources: &[ChangeSource]) -> u64 {
+    sources.iter().filter_map(|s| s.bytes).sum()
 }
 
 /// The manifests' files after manifest `after`, read as they are.
@@ -219,18 +225,43 @@ async fn open_source(
     .await
 }
 
-/// Reads the rows of `sources` into `sorter`.
+/// How many of the positions `from..to` `rows` holds.
+fn selected_in(rows: &RoaringTreemap, from: u64, to: u64) -> u64 {
+    let upto = |p: u64| if p == 0 { 0 } else { rows.rank(p - 1) };
+    upto(to) - upto(from)
+}
+
+/// Reads the rows of `sources` into `sorter`; with `selected`, only the
+/// rows it names (by source, their positions in the file).
 pub(super) async fn read_change_rows(
     ctx: &Ctx<'_>,
     t: &FoldTable,
     sources: &[ChangeSource],
     target: &Target<'_>,
     sorter: &mut Sorter,
+    selected: Option<&[RoaringTreemap]>,
 ) -> Result<()> {
-    for src in sources {
+    for (i, src) in sources.iter().enumerate() {
         let names = stored_names(t, src, target);
+        let rows = selected.map(|s| &s[i]);
+        if rows.is_some_and(RoaringTreemap::is_empty) {
+            continue;
+        }
         let mut stream = open_source(ctx, src, &names, target, false).await?;
+        let mut at = 0u64;
         while let Some(batch) = stream.try_next().await? {
+            let n = batch.num_rows() as u64;
+            let (from, to) = (at, at + n);
+            at = to;
+            let batch = match rows.map(|rows| (rows, selected_in(rows, from, to))) {
+                Some((_, 0)) => continue,
+                Some((rows, k)) if k < n => {
+                    let keep: BooleanArray = (from..to).map(|p| Some(rows.contains(p))).collect();
+                    arrow::compute::filter_record_batch(&batch, &keep)
+                        .map_err(|e| lake_err(t, e))?
+                }
+                _ => batch,
+            };
             for (range, sources) in src.ranges.iter().zip(&names) {
                 if range.lo == i64::MIN && range.hi == i64::MAX {
                     add_change_batch(t, src, &batch, sources, target, sorter)?;
@@ -395,6 +426,86 @@ pub(super) fn add_change_batch(
         }
     }
     Ok(())
+}
+
+/// The first of a fold's two passes over changes too many to sort in
+/// memory: the rows of `sources` that hold a key's last change (and every
+/// TRUNCATE), found from the key, `_seq`, `_ts` and `_op` columns alone,
+/// by source, as positions in the file. The second pass
+/// ([`read_change_rows`]) then copies and sorts only those rows: a row
+/// that a later change of its key replaces is never copied, spilled nor
+/// merged. A row is named when any key it changes (an update that moves a
+/// key changes two) has its last change there; the second pass applies
+/// the replay rules to the rows named, which hold every key's last change,
+/// so it gives the same as a pass over every row. The positions take at
+/// most a few bytes a row named (a compressed bitmap); the keys are sorted
+/// in the fold's memory budget. Also the changes, counted as the sorter
+/// counts them.
+pub(super) async fn last_changes(
+    ctx: &Ctx<'_>,
+    t: &FoldTable,
+    sources: &[ChangeSource],
+    target: &Target<'_>,
+) -> Result<(Vec<RoaringTreemap>, usize)> {
+    // A change's position: its source in the high bits, its row below.
+    const ROW_BITS: u32 = 40;
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("sluice.position", DataType::UInt64, true),
+    ]));
+    let mut keys = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
+    let mut selected = vec![RoaringTreemap::new(); sources.len()];
+    let mut truncates = 0;
+    for (i, src) in sources.iter().enumerate() {
+        let names = stored_names(t, src, target);
+        let mut stream = open_source(ctx, src, &names, target, true).await?;
+        let mut at = 0u64;
+        while let Some(batch) = stream.try_next().await? {
+            let n = batch.num_rows();
+            let positions = arrow::array::UInt64Array::from_iter_values(
+                (0..n as u64).map(|r| ((i as u64) << ROW_BITS) | (at + r)),
+            );
+            let vb = keys.add_values(
+                RecordBatch::try_new(schema.clone(), vec![Arc::new(positions)])
+                    .map_err(|e| lake_err(t, e))?,
+            );
+            for (range, names) in src.ranges.iter().zip(&names) {
+                let rows = change_rows(t, src, &batch, names, target)?;
+                let kb = keys.add_keys(rows.keys.clone());
+                let bb = rows.before.clone().map(|b| keys.add_keys(b));
+                for r in 0..n {
+                    let (s, at_r) = (rows.seq(r), r as u32);
+                    if s < range.lo || s >= range.hi {
+                        continue;
+                    }
+                    match rows.op(r) {
+                        "truncate" => {
+                            truncates += 1;
+                            selected[i].insert(at + r as u64);
+                        }
+                        _ => {
+                            keys.put(s, (kb, at_r), (vb, at_r));
+                            if let (Some(bk), true) = (bb, rows.moved[r]) {
+                                keys.put(s, (bk, at_r), (vb, at_r));
+                            }
+                        }
+                    }
+                }
+            }
+            at += n as u64;
+            keys.spill_if_full()?;
+        }
+    }
+    let changes = keys.changes() + truncates;
+    let mut last = keys.finish()?;
+    while let Some(batch) = last.next_batch()? {
+        let positions = batch
+            .column(VALUES)
+            .as_primitive::<arrow::datatypes::UInt64Type>();
+        for p in positions.values() {
+            selected[(p >> ROW_BITS) as usize].insert(p & ((1 << ROW_BITS) - 1));
+        }
+    }
+    Ok((selected, changes))
 }
 
 /// Whether the changes of `sources`, read in order, come in key order, one
