@@ -404,8 +404,8 @@ pub(super) fn add_change_batch(
     };
     let kb = sorter.add_keys(rows.keys.clone());
     let bb = rows.before.clone().map(|br| sorter.add_keys(br));
-    for r in 0..n {
-        let (s, at, row) = (rows.seq(r), r as u32, put_row[r]);
+    for (r, &row) in put_row.iter().enumerate() {
+        let (s, at) = (rows.seq(r), r as u32);
         match rows.op(r) {
             "insert" | "snapshot" => sorter.put(s, (kb, at), (vb, row)),
             "update" => {
