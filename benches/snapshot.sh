@@ -21,7 +21,9 @@
 # table; the stream's committed lag, sluice_lag_seconds from /metrics, is
 # sampled every second until the snapshot is done; 0 skips it), LAG_FLUSH
 # (lines of that run's [flush] section, e.g. 'interval = "2s"'), TIMED=0 (skip
-# the timed runs).
+# the timed runs), CURRENT_OFF=1 (time sluice a second time per run with
+# `[current] enabled = false`, as `sluice_nocurrent`: the snapshot without the
+# current table's first fold).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
@@ -97,15 +99,18 @@ sql -e "ANALYZE TABLE bench.wide" >/dev/null
 
 results="$tmp/results.tsv"
 : >"$results"
-# timed NAME COMMAND...: wall seconds and peak RSS (KiB) of one run.
+# timed NAME COMMAND...: wall seconds, peak RSS (KiB) and CPU seconds
+# (user + sys) of one run.
 timed() {
     local name="$1"
     shift
-    local t0 t1
+    local t0 t1 rss user sys
     t0="$(date +%s.%N)"
-    /usr/bin/time -f '%M' -o "$tmp/rss" "$@"
+    /usr/bin/time -f '%M %U %S' -o "$tmp/rss" "$@"
     t1="$(date +%s.%N)"
-    printf '%s\t%s\t%s\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$(cat "$tmp/rss")" >>"$results"
+    read -r rss user sys <"$tmp/rss"
+    printf '%s\t%s\t%s\t%s\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$rss" \
+        "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" >>"$results"
 }
 
 for run in $(seq 1 "$RUNS"); do
@@ -117,10 +122,13 @@ for run in $(seq 1 "$RUNS"); do
     rm -rf "$tmp/tab" && mkdir -p "$tmp/tab" && chmod 777 "$tmp/tab"
     timed dump_tab mariadb-dump --no-defaults --socket="$SOCK" -uroot --tab="$tmp/tab" bench wide
 
-    banner "run $run: sluice (initial snapshot into a fresh local lake)"
-    rm -rf "$tmp/lake" "$tmp/state"
-    read -r file pos _ < <(sql -N -B -e 'SHOW MASTER STATUS')
-    cat >"$tmp/sluice.toml" <<TOML
+    for variant in sluice ${CURRENT_OFF:+sluice_nocurrent}; do
+        banner "run $run: $variant (initial snapshot into a fresh local lake)"
+        rm -rf "$tmp/lake" "$tmp/state"
+        read -r file pos _ < <(sql -N -B -e 'SHOW MASTER STATUS')
+        current=""
+        if [ "$variant" = sluice_nocurrent ]; then current=$'[current]\nenabled = false'; fi
+        cat >"$tmp/sluice.toml" <<TOML
 [source]
 url = "mysql://bench@127.0.0.1:$PORT"
 server_id = 5401
@@ -134,13 +142,15 @@ dir = "$tmp/state"
 [snapshot]
 mode = "initial"
 $SLUICE_SNAPSHOT
+$current
 TOML
-    SLUICE_SOURCE_PASSWORD=bench RUST_LOG=warn timed sluice "$SLUICE" run --config "$tmp/sluice.toml" --until-caught-up
-    committed="$(SLUICE_SOURCE_PASSWORD=bench "$SLUICE" status --config "$tmp/sluice.toml" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"]["bench.wide"]["rows"])')"
-    if [ "$committed" != "$ROWS" ]; then
-        echo "error: sluice committed $committed snapshot rows, the table has $ROWS" >&2
-        exit 1
-    fi
+        SLUICE_SOURCE_PASSWORD=bench RUST_LOG=warn timed "$variant" "$SLUICE" run --config "$tmp/sluice.toml" --until-caught-up
+        committed="$(SLUICE_SOURCE_PASSWORD=bench "$SLUICE" status --config "$tmp/sluice.toml" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"]["bench.wide"]["rows"])')"
+        if [ "$committed" != "$ROWS" ]; then
+            echo "error: sluice committed $committed snapshot rows, the table has $ROWS" >&2
+            exit 1
+        fi
+    done
 done
 
 if [ "$LAG_TPS" -gt 0 ]; then
@@ -236,14 +246,16 @@ import statistics, sys
 rows = int(sys.argv[2])
 runs = {}
 for line in open(sys.argv[1]):
-    name, secs, rss = line.split("\t")
-    runs.setdefault(name, []).append((float(secs), int(rss)))
-print("| tool | seconds | rows/s | peak RSS MiB |")
-print("|---|---|---|---|")
-for name in ("select", "dump_tab", "sluice"):
+    name, secs, rss, cpu = line.split("\t")
+    runs.setdefault(name, []).append((float(secs), int(rss), float(cpu)))
+print("| tool | seconds | rows/s | CPU s (user+sys) | peak RSS MiB |")
+print("|---|---|---|---|---|")
+for name in ("select", "dump_tab", "sluice", "sluice_nocurrent"):
     if name not in runs:
         continue
-    secs = statistics.median(s for s, _ in runs[name])
-    rss = max(r for _, r in runs[name]) / 1024
-    print(f"| {name} | {secs:.1f} | {rows / secs:,.0f} | {rss:.0f} |")
+    secs = statistics.median(s for s, _, _ in runs[name])
+    cpu = statistics.median(c for _, _, c in runs[name])
+    rss = max(r for _, r, _ in runs[name]) / 1024
+    each = ", ".join(f"{s:.2f}" for s, _, _ in runs[name])
+    print(f"| {name} | {secs:.2f} ({each}) | {rows / secs:,.0f} | {cpu:.2f} | {rss:.0f} |")
 PY

@@ -7,6 +7,12 @@
 //! time and new files are written as they fill, so a fold holds a run's
 //! worth of changes, a row group of the file it merges into and the row
 //! group it writes.
+//!
+//! Changes that come in key order, one per key — a table's first fold after
+//! its snapshot, whose chunks are read in key order — skip the sorter: a
+//! first pass over their key columns finds them in order, and the fold reads
+//! them again as they are while it writes ([`changes::ChangeStream`]), so
+//! they are never copied into runs nor spilled.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +29,10 @@ use super::*;
 mod changes;
 mod marks;
 mod purge;
-use changes::{live_sources, manifest_sources, read_change_rows};
+use changes::{
+    in_key_order, last_changes, live_sources, manifest_sources, read_change_rows, source_bytes,
+    ChangeStream,
+};
 pub(super) use marks::LiveRows;
 
 /// Row groups of a current table's files stay below this (encoded), so that
@@ -146,6 +155,24 @@ impl Output<'_> {
     }
 }
 
+/// A fold's changes in key order, each key's last, as batches of the
+/// sorter's runs (`[key, seq, removed, values]`).
+enum Changes<'a> {
+    /// Sorted (and maybe spilled) by a [`Sorter`].
+    Sorted(Merge),
+    /// Read again as they are: they came in key order.
+    InOrder(ChangeStream<'a>),
+}
+
+impl Changes<'_> {
+    async fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        match self {
+            Changes::Sorted(merge) => merge.next_batch(),
+            Changes::InOrder(stream) => stream.next_batch().await,
+        }
+    }
+}
+
 /// Rows picked for the output, in key order: `(0, row)` of the file batch
 /// being merged, `(1, row)` of the change batch.
 type Picks = Vec<(usize, usize)>;
@@ -160,7 +187,7 @@ struct Applier<'a> {
     /// The `add` actions of the files, by path.
     adds: &'a BTreeMap<String, Value>,
     ranges: &'a [FileRange],
-    merge: Merge,
+    merge: Changes<'a>,
     /// The change batch: its rows (the table's columns), keys, removals,
     /// and the next row to apply.
     changes: RecordBatch,
@@ -193,8 +220,16 @@ impl<'a> Applier<'a> {
             }
         };
         let (first, last) = (key(fs, fr), key(ls, lr));
-        let batch = interleave_record_batch(&[&self.file, &self.changes], &self.picks)
-            .map_err(|e| Error::Lake(format!("current table: merging rows: {e}")))?;
+        let one_source = self.picks.iter().all(|p| p.0 == fs);
+        let batch = if one_source && lr + 1 - fr == self.picks.len() {
+            // Consecutive rows of one batch (rows are picked in order): no
+            // copy.
+            let from = if fs == 0 { &self.file } else { &self.changes };
+            from.slice(fr, self.picks.len())
+        } else {
+            interleave_record_batch(&[&self.file, &self.changes], &self.picks)
+                .map_err(|e| Error::Lake(format!("current table: merging rows: {e}")))?
+        };
         self.picks.clear();
         self.out.push(&batch, &first, &last).await
     }
@@ -206,7 +241,7 @@ impl<'a> Applier<'a> {
             return Ok(true);
         }
         self.flush().await?;
-        let Some(batch) = self.merge.next_batch()? else {
+        let Some(batch) = self.merge.next_batch().await? else {
             self.changes = self.empty();
             return Ok(false);
         };
@@ -461,29 +496,47 @@ pub(super) async fn fold_table(
         .filter(|(v, sources)| !same_shape(t, *v, sources, &schema))
         .map(|(_, sources)| sources);
 
+    let manifest = manifest_sources(files, after);
+    // Changes that come in key order, one per key (the first fold after a
+    // snapshot, whose chunks are read in key order), are not sorted: they
+    // are read again, as they are, while the fold writes. An error here (a
+    // file another writer removed) is met again below.
+    let mut in_order = in_key_order(ctx, t, &manifest, &target)
+        .await
+        .unwrap_or(None);
     let mut sorter = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
+    // Changes too many to sort in memory (their Parquet alone is past a
+    // sixteenth of the budget; decoded rows take several times that) are
+    // read in two passes: the rows that hold each key's last change first,
+    // from the key columns, then only those rows (`last_changes`).
+    let two_passes = in_order.is_none() && source_bytes(&manifest) > ctx.budget as u64 / 16;
+    let mut counted = None;
     // The manifests' files first: the log need not be read unless another
     // writer removed one of them (OPTIMIZE; VACUUM may have deleted it).
-    let read = read_change_rows(
-        ctx,
-        t,
-        &manifest_sources(files, after),
-        &target,
-        &mut sorter,
-    )
-    .await;
+    let read = match in_order {
+        Some(_) => Ok(()),
+        None if two_passes => match last_changes(ctx, t, &manifest, &target).await {
+            Ok((selected, changes)) => {
+                counted = Some(changes);
+                read_change_rows(ctx, t, &manifest, &target, &mut sorter, Some(&selected)).await
+            }
+            Err(e) => Err(e),
+        },
+        None => read_change_rows(ctx, t, &manifest, &target, &mut sorter, None).await,
+    };
     if let Err(e) = read {
         match live_sources(ctx, t, files, after, next_seqs).await? {
             Some(sources) => {
                 tracing::info!(table = %t.name(), error = %e, "a changelog file of the fold was removed from its Delta table by another writer; reading its rows from the live files");
                 sorter = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
-                read_change_rows(ctx, t, &sources, &target, &mut sorter).await?;
+                counted = None;
+                read_change_rows(ctx, t, &sources, &target, &mut sorter, None).await?;
             }
             None => return Err(e),
         }
     }
     let mut report = FoldReport {
-        changed_rows: sorter.changes(),
+        changed_rows: in_order.or(counted).unwrap_or_else(|| sorter.changes()),
         ..Default::default()
     };
     // Files by key range; unusable ranges (a changed key, no tags) mean
@@ -519,6 +572,10 @@ pub(super) async fn fold_table(
         removed.extend(state.files.keys());
     }
     let full = sorter.truncated() || (unranged && !base_files.is_empty());
+    if full && in_order.take().is_some() {
+        // The table is rebuilt through the sorter: its changes go there too.
+        read_change_rows(ctx, t, &manifest, &target, &mut sorter, None).await?;
+    }
     if full {
         if !sorter.truncated() {
             // Every row of the table joins the changes, before all of them
@@ -555,19 +612,16 @@ pub(super) async fn fold_table(
     };
     // Files whose vectors grow: their `add` again, with the new vector.
     let mut marked: Vec<(String, Value)> = Vec::new();
+    let changes = match in_order {
+        Some(_) => Changes::InOrder(ChangeStream::new(ctx, t, &manifest, &target)),
+        None => Changes::Sorted(sorter.finish()?),
+    };
     let run = if vectors && !full {
         let mut out = out;
         let done = async {
-            let marks = marks::mark_changes(
-                ctx,
-                &dir,
-                &target,
-                &ranged,
-                &base_files,
-                sorter.finish()?,
-                &mut out,
-            )
-            .await?;
+            let marks =
+                marks::mark_changes(ctx, &dir, &target, &ranged, &base_files, changes, &mut out)
+                    .await?;
             out.cut().await?;
             let (adds, file) =
                 marks::with_vectors(ctx, &dir, &ranged, &base_files, marks, &mut report).await?;
@@ -586,7 +640,7 @@ pub(super) async fn fold_table(
             files: &ranged,
             adds: &base_files,
             ranges: &ranges,
-            merge: sorter.finish()?,
+            merge: changes,
             changes: RecordBatch::new_empty(schema.clone()),
             keys: BinaryArray::from_vec(vec![]),
             removed: BooleanArray::from(Vec::<bool>::new()),

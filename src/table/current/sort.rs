@@ -7,6 +7,14 @@
 //! IPC file. [`Merge`] merges the runs back in key order, one small batch at
 //! a time. A fold whose changes fit the budget never touches the disk.
 //!
+//! Changes often come partly in key order (a snapshot's chunks, a bulk
+//! insert or update in key order), and then cost less: runs whose key
+//! ranges do not overlap are read one after another as one ([`chains`]), so
+//! they need no merge pass and a merge holds one batch per chain, not per
+//! run; rows a run takes in the order they came are sliced from their
+//! batches, not copied ([`parts`]); and a merge takes at once the rows of a
+//! run that lie below every other run's next key.
+//!
 //! A run batch is `[key, seq, removed, <the current table's columns>]`: the
 //! key in Arrow's row format (bytes that compare like the key values), the
 //! change's `_seq`, whether it removes the key, and the row it puts (all
@@ -39,7 +47,7 @@ const SEQ: usize = 1;
 
 /// Rows per batch of a run at most (and so per batch a [`Merge`] holds per
 /// run); fewer for wide rows, so that [`FAN_IN`] batches fit the budget.
-const RUN_BATCH_ROWS: usize = 2048;
+pub const RUN_BATCH_ROWS: usize = 2048;
 /// Runs merged at once; more are first merged in groups of this many into
 /// longer runs, so that a merge holds about one budget of batches.
 const FAN_IN: usize = 32;
@@ -82,6 +90,57 @@ const NONE: u32 = u32::MAX;
 /// Where a row or a key was added: `(batch, row)`.
 pub type At = (u32, u32);
 
+/// A sorted run and the keys it starts and ends with.
+struct Run {
+    batches: RunBatches,
+    first: Vec<u8>,
+    last: Vec<u8>,
+}
+
+enum RunBatches {
+    /// The run built last, still in memory.
+    Held(Vec<RecordBatch>),
+    /// A run spilled to a file of the spill directory.
+    File(PathBuf),
+}
+
+/// The first and last key of a run's batches (in key order); `None` for a
+/// run without rows.
+fn key_range(batches: &[RecordBatch]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut full = batches.iter().filter(|b| b.num_rows() > 0);
+    let first = full.next()?;
+    let last = full.next_back().unwrap_or(first);
+    let key = |b: &RecordBatch, r: usize| b.column(KEY).as_binary::<i32>().value(r).to_vec();
+    Some((key(first, 0), key(last, last.num_rows() - 1)))
+}
+
+/// Groups runs, given by their key ranges, into chains: the runs of a chain
+/// hold disjoint key ranges in ascending order, so reading them one after
+/// another is one sorted run, and a merge holds one batch per chain rather
+/// than one per run. Changes that arrive in key order (a snapshot's chunks)
+/// spill runs that make one chain: no merge at all. Runs are taken by first
+/// key and each joins a chain that ends below it, which gives the fewest
+/// chains (the most runs that overlap at one key). Indices into `ranges`,
+/// each chain in key order.
+fn chains(ranges: &[(&[u8], &[u8])]) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..ranges.len()).collect();
+    order.sort_by(|a, b| ranges[*a].0.cmp(ranges[*b].0));
+    let mut chains: Vec<Vec<usize>> = Vec::new();
+    for i in order {
+        let first = ranges[i].0;
+        // Any chain that ends below it will do: every later run starts at
+        // or after this one.
+        match chains
+            .iter_mut()
+            .find(|c| c.last().is_some_and(|l| ranges[*l].1 < first))
+        {
+            Some(chain) => chain.push(i),
+            None => chains.push(vec![i]),
+        }
+    }
+    chains
+}
+
 pub struct Sorter {
     values_schema: SchemaRef,
     schema: SchemaRef,
@@ -94,7 +153,7 @@ pub struct Sorter {
     spill_dir: Option<tempfile::TempDir>,
     /// Run files written (merged ones included).
     spilled: usize,
-    runs: Vec<PathBuf>,
+    runs: Vec<Run>,
     /// Rows per batch of the runs (see [`RUN_BATCH_ROWS`]).
     batch_rows: usize,
     truncated_at: Option<i64>,
@@ -217,39 +276,87 @@ impl Sorter {
         let file = File::create(&path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         let mut writer = FileWriter::try_new(std::io::BufWriter::new(file), &self.schema)
             .map_err(|e| err(format!("{}: {e}", path.display())))?;
+        let mut range: Option<(Vec<u8>, Vec<u8>)> = None;
         for batch in run {
+            let batch = batch?;
+            if let Some((first, last)) = key_range(std::slice::from_ref(&batch)) {
+                range = Some(match range {
+                    Some((f, _)) => (f, last),
+                    None => (first, last),
+                });
+            }
             writer
-                .write(&batch?)
+                .write(&batch)
                 .map_err(|e| err(format!("{}: {e}", path.display())))?;
         }
         writer
             .finish()
             .map_err(|e| err(format!("{}: {e}", path.display())))?;
-        self.runs.push(path);
+        match range {
+            Some((first, last)) => self.runs.push(Run {
+                batches: RunBatches::File(path),
+                first,
+                last,
+            }),
+            None => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
         Ok(())
     }
 
-    fn open_run(path: &Path) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
+    fn open_run(path: &Path) -> Result<Source> {
         let file = File::open(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         let reader = FileReader::try_new_buffered(file, None)
             .map_err(|e| err(format!("{}: {e}", path.display())))?;
         Ok(Box::new(reader.map(|b| b.map_err(err))))
     }
 
-    /// Merges the oldest [`FAN_IN`] runs into one until at most `FAN_IN - 1`
-    /// are left (the held one makes `FAN_IN`). A merge keeps each key's last
-    /// change; a TRUNCATE is applied only by the final one.
-    fn merge_runs(&mut self) -> Result<()> {
-        while self.runs.len() >= FAN_IN {
-            let group: Vec<PathBuf> = self.runs.drain(..FAN_IN).collect();
+    /// The batches of runs read one after another (a chain), each run's
+    /// file opened when the one before it is done.
+    fn chain_source(runs: Vec<RunBatches>) -> Source {
+        Box::new(runs.into_iter().flat_map(|run| -> Source {
+            match run {
+                RunBatches::Held(batches) => Box::new(batches.into_iter().map(Ok)),
+                RunBatches::File(path) => match Self::open_run(&path) {
+                    Ok(source) => source,
+                    Err(e) => Box::new(std::iter::once(Err(e))),
+                },
+            }
+        }))
+    }
+
+    /// How many chains the spilled runs and `held` make.
+    fn chain_count(&self, held: Option<&Run>) -> usize {
+        let ranges: Vec<(&[u8], &[u8])> = self
+            .runs
+            .iter()
+            .chain(held)
+            .map(|r| (r.first.as_slice(), r.last.as_slice()))
+            .collect();
+        chains(&ranges).len()
+    }
+
+    /// Merges the oldest [`FAN_IN`] runs into one until the runs (and the
+    /// held one) make at most `FAN_IN` chains, which a merge then reads at
+    /// once. A merge keeps each key's last change; a TRUNCATE is applied
+    /// only by the final one.
+    fn merge_runs(&mut self, held: Option<&Run>) -> Result<()> {
+        while self.runs.len() >= FAN_IN && self.chain_count(held) > FAN_IN {
+            let group: Vec<Run> = self.runs.drain(..FAN_IN).collect();
             let sources = group
                 .iter()
-                .map(|p| Self::open_run(p))
+                .map(|r| match &r.batches {
+                    RunBatches::File(p) => Self::open_run(p),
+                    RunBatches::Held(b) => Ok(Box::new(b.clone().into_iter().map(Ok)) as Source),
+                })
                 .collect::<Result<Vec<_>>>()?;
             let mut merge = Merge::new(&self.schema, sources, None, None, self.batch_rows);
             self.write_run(std::iter::from_fn(|| merge.next_batch().transpose()))?;
-            for p in group {
-                let _ = std::fs::remove_file(p);
+            for r in group {
+                if let RunBatches::File(p) = r.batches {
+                    let _ = std::fs::remove_file(p);
+                }
             }
         }
         Ok(())
@@ -285,7 +392,7 @@ impl Sorter {
         let null_batch = values.len() - 1;
         let sources: Vec<&RecordBatch> = values.iter().collect();
         let mut out = Vec::with_capacity(last.len().div_ceil(self.batch_rows));
-        for part in last.chunks(self.batch_rows) {
+        for part in parts(&last, self.batch_rows) {
             let mut kb = BinaryBuilder::with_capacity(part.len(), part.len() * 8);
             let mut seqs = Vec::with_capacity(part.len());
             let mut removed = Vec::with_capacity(part.len());
@@ -299,7 +406,11 @@ impl Sorter {
                     b => (b as usize, e.vr as usize),
                 });
             }
-            let rows = interleave_record_batch(&sources, &picks).map_err(err)?;
+            let rows = match slice_of(part) {
+                // Rows that arrived in key order: taken as they are.
+                Some((b, from)) => values[b].slice(from, part.len()),
+                None => interleave_record_batch(&sources, &picks).map_err(err)?,
+            };
             let mut cols: Vec<ArrayRef> = vec![
                 Arc::new(kb.finish()),
                 Arc::new(Int64Array::from(seqs)),
@@ -315,12 +426,25 @@ impl Sorter {
     /// ended.
     pub fn finish(mut self) -> Result<Merge> {
         let held = self.sorted_run()?;
-        self.merge_runs()?;
-        let mut sources: Vec<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> =
-            vec![Box::new(held.into_iter().map(Ok))];
-        for path in &self.runs {
-            sources.push(Self::open_run(path)?);
-        }
+        let held = key_range(&held).map(|(first, last)| Run {
+            batches: RunBatches::Held(held),
+            first,
+            last,
+        });
+        self.merge_runs(held.as_ref())?;
+        let mut runs: Vec<Run> = std::mem::take(&mut self.runs);
+        runs.extend(held);
+        let ranges: Vec<(&[u8], &[u8])> = runs
+            .iter()
+            .map(|r| (r.first.as_slice(), r.last.as_slice()))
+            .collect();
+        let groups = chains(&ranges);
+        let mut slots: Vec<Option<RunBatches>> =
+            runs.into_iter().map(|r| Some(r.batches)).collect();
+        let sources: Vec<Source> = groups
+            .into_iter()
+            .map(|g| Self::chain_source(g.into_iter().filter_map(|i| slots[i].take()).collect()))
+            .collect();
         Ok(Merge::new(
             &self.schema,
             sources,
@@ -331,8 +455,11 @@ impl Sorter {
     }
 }
 
+/// The batches of a run or a chain of runs, in key order.
+type Source = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
 struct Cursor {
-    source: Box<dyn Iterator<Item = Result<RecordBatch>> + Send>,
+    source: Source,
     /// The batch being merged; empty before the first and after the last.
     batch: RecordBatch,
     row: usize,
@@ -384,7 +511,7 @@ pub struct Merge {
 impl Merge {
     fn new(
         schema: &SchemaRef,
-        sources: Vec<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>>,
+        sources: Vec<Source>,
         truncated_at: Option<i64>,
         spill_dir: Option<tempfile::TempDir>,
         batch_rows: usize,
@@ -428,11 +555,18 @@ impl Merge {
                 self.cursors[0].batch.clone()
             } else {
                 let picks = self.pick();
-                if picks.is_empty() {
+                let (Some(&(c, from)), Some(&(last_c, to))) = (picks.first(), picks.last()) else {
                     continue;
+                };
+                if c == last_c && to + 1 - from == picks.len() && picks.iter().all(|p| p.0 == c) {
+                    // Consecutive rows of one run (a run's rows ascend):
+                    // no copy.
+                    self.cursors[c].batch.slice(from, picks.len())
+                } else {
+                    let sources: Vec<&RecordBatch> =
+                        self.cursors.iter().map(|c| &c.batch).collect();
+                    interleave_record_batch(&sources, &picks).map_err(err)?
                 }
-                let sources: Vec<&RecordBatch> = self.cursors.iter().map(|c| &c.batch).collect();
-                interleave_record_batch(&sources, &picks).map_err(err)?
             };
             let batch = match self.truncated_at {
                 Some(t) => {
@@ -490,6 +624,23 @@ impl Merge {
                     same.push(c);
                 }
             }
+            if same.len() == 1 {
+                // No other run has this key: take at once the rows of this
+                // run below the next run's key.
+                let room = self.batch_rows - picks.len();
+                let next = self.heap.peek().map(|Reverse((k, _))| k.as_slice());
+                let cur = &mut self.cursors[first];
+                let n = cur.batch.num_rows();
+                let end = below(&cur.batch, cur.row + 1, (cur.row + room).min(n), next);
+                picks.extend((cur.row..end).map(|r| (first, r)));
+                cur.row = end;
+                if end < n {
+                    self.heap.push(Reverse((cur.key().to_vec(), first)));
+                } else {
+                    self.spent.push(first);
+                }
+                continue;
+            }
             let best = same
                 .iter()
                 .copied()
@@ -508,6 +659,72 @@ impl Merge {
         }
         picks
     }
+}
+
+/// Shorter stretches of consecutive rows than this are copied with the
+/// changes around them rather than cut into a batch of their own.
+const MIN_SLICE_ROWS: usize = 64;
+
+/// `(batch, first row)` when the changes of `part` put consecutive rows of
+/// one batch, in order.
+fn slice_of(part: &[Entry]) -> Option<(usize, usize)> {
+    let first = part.first()?;
+    let consecutive = first.vb != NONE
+        && part
+            .iter()
+            .enumerate()
+            .all(|(i, e)| e.vb == first.vb && e.vr as usize == first.vr as usize + i);
+    consecutive.then_some((first.vb as usize, first.vr as usize))
+}
+
+/// The changes of a run cut into batches of at most `max` changes: each
+/// stretch of at least [`MIN_SLICE_ROWS`] changes that put consecutive rows
+/// of one batch (changes that arrived in key order, one per key) in batches
+/// of its own, which then take those rows without copying them.
+fn parts(entries: &[Entry], max: usize) -> Vec<&[Entry]> {
+    let max = max.max(1);
+    let mut out = Vec::with_capacity(entries.len().div_ceil(max));
+    let (mut start, mut i) = (0, 0);
+    while i < entries.len() {
+        // The stretch of consecutive rows that begins at `i`.
+        let e = entries[i];
+        let mut j = i + 1;
+        while j < entries.len()
+            && j - i < max
+            && e.vb != NONE
+            && entries[j].vb == e.vb
+            && entries[j].vr as usize == e.vr as usize + (j - i)
+        {
+            j += 1;
+        }
+        if j - i >= MIN_SLICE_ROWS.min(max) {
+            out.extend(entries[start..i].chunks(max));
+            out.push(&entries[i..j]);
+            start = j;
+        }
+        i = j;
+    }
+    out.extend(entries[start..].chunks(max));
+    out
+}
+
+/// The end of the rows of `batch` from `from` up to `to` whose keys are
+/// below `bound` (all of them without one); keys ascend.
+fn below(batch: &RecordBatch, from: usize, to: usize, bound: Option<&[u8]>) -> usize {
+    let Some(bound) = bound else {
+        return to;
+    };
+    let keys = batch.column(KEY).as_binary::<i32>();
+    let (mut lo, mut hi) = (from, to);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if keys.value(mid) < bound {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 #[cfg(test)]
@@ -637,5 +854,124 @@ mod tests {
             assert_eq!(got, want, "round {round}, in memory");
             assert_eq!(spilled, want, "round {round}, spilled");
         }
+    }
+
+    fn put(vb: u32, vr: u32) -> Entry {
+        Entry {
+            seq: 1,
+            kb: 0,
+            kr: vr,
+            vb,
+            vr,
+        }
+    }
+
+    fn removal() -> Entry {
+        Entry {
+            seq: 1,
+            kb: 0,
+            kr: 0,
+            vb: NONE,
+            vr: 0,
+        }
+    }
+
+    fn lens(parts: &[&[Entry]]) -> Vec<(usize, bool)> {
+        parts
+            .iter()
+            .map(|p| (p.len(), slice_of(p).is_some()))
+            .collect()
+    }
+
+    #[test]
+    fn changes_in_key_order_are_cut_into_slices_of_their_batches() {
+        // 300 consecutive rows of batch 0: slices of at most 128.
+        let run: Vec<Entry> = (0..300).map(|r| put(0, r)).collect();
+        assert_eq!(
+            lens(&parts(&run, 128)),
+            [(128, true), (128, true), (44, true)]
+        );
+        assert_eq!(slice_of(&run[128..256]), Some((0, 128)));
+        // Sorted, but a key had two changes: the run keeps the last, so a
+        // row is skipped; two slices, no copy.
+        let mut gap: Vec<Entry> = (0..100).map(|r| put(0, r)).collect();
+        gap.extend((101..200).map(|r| put(0, r)));
+        assert_eq!(lens(&parts(&gap, 1000)), [(100, true), (99, true)]);
+        // One change out of order in the middle: copied with its
+        // neighbours only when they are too few to slice.
+        let mut odd: Vec<Entry> = (0..100).map(|r| put(0, r)).collect();
+        odd.push(put(1, 7));
+        odd.extend((100..200).map(|r| put(0, r)));
+        assert_eq!(
+            lens(&parts(&odd, 1000)),
+            [(100, true), (1, true), (100, true)]
+        );
+        let mut few: Vec<Entry> = (0..10).map(|r| put(0, r)).collect();
+        few.push(put(1, 7));
+        few.extend((10..20).map(|r| put(0, r)));
+        assert_eq!(lens(&parts(&few, 1000)), [(21, false)]);
+        // A new batch starts a new slice; removals are never sliced.
+        let mut two: Vec<Entry> = (0..70).map(|r| put(0, r)).collect();
+        two.extend((0..70).map(|r| put(1, r)));
+        two.push(removal());
+        assert_eq!(
+            lens(&parts(&two, 1000)),
+            [(70, true), (70, true), (1, false)]
+        );
+        // Random rows: copied, in batches of at most the maximum.
+        let random: Vec<Entry> = (0..300).map(|r| put(0, (r * 7919) % 300)).collect();
+        assert_eq!(
+            lens(&parts(&random, 128)),
+            [(128, false), (128, false), (44, false)]
+        );
+        assert!(parts(&[], 128).is_empty());
+    }
+
+    #[test]
+    fn runs_with_disjoint_ascending_keys_make_one_chain() {
+        let k = |x: u8| vec![x];
+        let chain_of = |ranges: &[(Vec<u8>, Vec<u8>)]| {
+            let r: Vec<(&[u8], &[u8])> = ranges
+                .iter()
+                .map(|(a, b)| (a.as_slice(), b.as_slice()))
+                .collect();
+            chains(&r)
+        };
+        // A snapshot's runs: one after another, given in any order.
+        let ordered = [(k(20), k(29)), (k(0), k(9)), (k(10), k(19))];
+        assert_eq!(chain_of(&ordered), [vec![1, 2, 0]]);
+        // Runs that share a key must be merged (the key's last change).
+        let touching = [(k(0), k(10)), (k(10), k(19)), (k(20), k(29))];
+        assert_eq!(chain_of(&touching), [vec![0, 2], vec![1]]);
+        // A run out of order in the middle (stream changes beside a
+        // snapshot): it overlaps two, the rest still chain.
+        let odd = [(k(0), k(9)), (k(5), k(25)), (k(10), k(19)), (k(30), k(39))];
+        assert_eq!(chain_of(&odd), [vec![0, 2, 3], vec![1]]);
+        // Runs over the same keys (insert, update, delete of each): one
+        // chain each.
+        let same = [(k(0), k(99)), (k(0), k(99)), (k(0), k(99))];
+        assert_eq!(chain_of(&same).len(), 3);
+    }
+
+    #[test]
+    fn changes_in_key_order_spill_without_a_merge_pass() {
+        // One change per key, in key order, spilled every 7 changes: more
+        // runs than a merge takes at once, yet none is merged (each run
+        // file is one spill), and the result is the changes.
+        let changes: Vec<(i64, char, i32, i32)> = (0..700)
+            .map(|i| (i64::from(i) + 1, 'p', i, i * 3))
+            .collect();
+        let (got, runs) = sort(&changes, 7, 1);
+        assert_eq!(runs, 100, "a merge pass wrote runs");
+        assert_eq!(got, model(&changes));
+        // The same with a key changed twice (sorted, a duplicate) and a
+        // change out of order in the middle: merged right.
+        let mut mixed = changes.clone();
+        mixed.insert(350, (2000, 'p', 349, -1));
+        mixed.insert(500, (2001, 'r', 3, 0));
+        let (got, _) = sort(&mixed, 7, 1);
+        assert_eq!(got, model(&mixed));
+        let (got, _) = sort(&mixed, 1000, usize::MAX);
+        assert_eq!(got, model(&mixed));
     }
 }

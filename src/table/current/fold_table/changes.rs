@@ -2,6 +2,11 @@
 //! fold, or, where another writer replaced them (OPTIMIZE, then VACUUM), the
 //! same `_seq` ranges from the live files of the changelog's Delta log.
 
+use parquet::arrow::async_reader::ParquetRecordBatchStream;
+use roaring::RoaringTreemap;
+
+use super::super::super::files::StoreFile;
+use super::super::sort::{run_schema, RUN_BATCH_ROWS, VALUES};
 use super::*;
 
 /// A changelog file a fold reads, and which of its rows it takes.
@@ -35,6 +40,11 @@ impl ChangeSource {
             }],
         }
     }
+}
+
+/// The bytes of the files of `sources` (as the manifests give them).
+pub(super) fn source_bytes(sources: &[ChangeSource]) -> u64 {
+    sources.iter().filter_map(|s| s.bytes).sum()
 }
 
 /// The manifests' files after manifest `after`, read as they are.
@@ -154,53 +164,104 @@ pub(super) async fn live_sources(
     Ok(replaced_any.then_some(out))
 }
 
-/// Reads the rows of `sources` into `sorter`.
+/// The names each range of `src` has its columns stored under.
+fn stored_names(
+    t: &FoldTable,
+    src: &ChangeSource,
+    target: &Target<'_>,
+) -> Vec<Vec<Option<String>>> {
+    let tv = target.tv;
+    src.ranges
+        .iter()
+        .map(|r| {
+            shape::stored_names(
+                &t.versions,
+                r.version,
+                shape::origins(&t.versions, r.version, tv.schema.version),
+                false,
+            )
+        })
+        .collect()
+}
+
+/// Whether a changelog leaf column (`path`, `["_before", "id"]` for a field
+/// of a struct) is one a fold uses: the table's columns (only the key's
+/// with `keys_only`), `_seq`, `_ts`, `_op` and the key of `_before` (not the
+/// whole before image, nor `_sql`). `names`: as [`stored_names`] gives them.
+fn wanted(
+    path: &[String],
+    names: &[Vec<Option<String>>],
+    key_idx: &[usize],
+    keys_only: bool,
+) -> bool {
+    names.iter().any(|sources| {
+        let mut keys = key_idx
+            .iter()
+            .filter_map(|i| sources.get(*i).and_then(|s| s.as_deref()));
+        match path {
+            [root, field, ..] if root == "_before" => keys.any(|k| k.eq_ignore_ascii_case(field)),
+            [root, ..] if matches!(root.as_str(), "_seq" | "_ts" | "_op") => true,
+            [root, ..] if keys_only => keys.any(|k| k.eq_ignore_ascii_case(root)),
+            [root, ..] => sources
+                .iter()
+                .flatten()
+                .any(|s| s.eq_ignore_ascii_case(root)),
+            [] => false,
+        }
+    })
+}
+
+/// Opens the changelog file of `src`, its columns a fold uses.
+async fn open_source(
+    ctx: &Ctx<'_>,
+    src: &ChangeSource,
+    names: &[Vec<Option<String>>],
+    target: &Target<'_>,
+    keys_only: bool,
+) -> Result<ParquetRecordBatchStream<StoreFile>> {
+    open_parquet_leaves(&ctx.store, src.path.clone(), src.bytes, |path| {
+        wanted(path, names, &target.key_idx, keys_only)
+    })
+    .await
+}
+
+/// How many of the positions `from..to` `rows` holds.
+fn selected_in(rows: &RoaringTreemap, from: u64, to: u64) -> u64 {
+    let upto = |p: u64| if p == 0 { 0 } else { rows.rank(p - 1) };
+    upto(to) - upto(from)
+}
+
+/// Reads the rows of `sources` into `sorter`; with `selected`, only the
+/// rows it names (by source, their positions in the file).
 pub(super) async fn read_change_rows(
     ctx: &Ctx<'_>,
     t: &FoldTable,
     sources: &[ChangeSource],
     target: &Target<'_>,
     sorter: &mut Sorter,
+    selected: Option<&[RoaringTreemap]>,
 ) -> Result<()> {
-    let (tv, key_idx) = (target.tv, &target.key_idx[..]);
-    for src in sources {
-        let names: Vec<Vec<Option<String>>> = src
-            .ranges
-            .iter()
-            .map(|r| {
-                shape::stored_names(
-                    &t.versions,
-                    r.version,
-                    shape::origins(&t.versions, r.version, tv.schema.version),
-                    false,
-                )
-            })
-            .collect();
-        // Only what the fold uses: the table's columns, `_seq`, `_ts`, `_op`
-        // and the key of `_before` (not the whole before image, nor `_sql`).
-        let wanted = |path: &[String]| {
-            names.iter().any(|sources| {
-                let mut keys = key_idx
-                    .iter()
-                    .filter_map(|i| sources.get(*i).and_then(|s| s.as_deref()));
-                match path {
-                    [root, field, ..] if root == "_before" => {
-                        keys.any(|k| k.eq_ignore_ascii_case(field))
-                    }
-                    [root, ..] => {
-                        matches!(root.as_str(), "_seq" | "_ts" | "_op")
-                            || sources
-                                .iter()
-                                .flatten()
-                                .any(|s| s.eq_ignore_ascii_case(root))
-                    }
-                    [] => false,
-                }
-            })
-        };
-        let mut stream =
-            open_parquet_leaves(&ctx.store, src.path.clone(), src.bytes, wanted).await?;
+    for (i, src) in sources.iter().enumerate() {
+        let names = stored_names(t, src, target);
+        let rows = selected.map(|s| &s[i]);
+        if rows.is_some_and(RoaringTreemap::is_empty) {
+            continue;
+        }
+        let mut stream = open_source(ctx, src, &names, target, false).await?;
+        let mut at = 0u64;
         while let Some(batch) = stream.try_next().await? {
+            let n = batch.num_rows() as u64;
+            let (from, to) = (at, at + n);
+            at = to;
+            let batch = match rows.map(|rows| (rows, selected_in(rows, from, to))) {
+                Some((_, 0)) => continue,
+                Some((rows, k)) if k < n => {
+                    let keep: BooleanArray = (from..to).map(|p| Some(rows.contains(p))).collect();
+                    arrow::compute::filter_record_batch(&batch, &keep)
+                        .map_err(|e| lake_err(t, e))?
+                }
+                _ => batch,
+            };
             for (range, sources) in src.ranges.iter().zip(&names) {
                 if range.lo == i64::MIN && range.hi == i64::MAX {
                     add_change_batch(t, src, &batch, sources, target, sorter)?;
@@ -230,16 +291,45 @@ pub(super) async fn read_change_rows(
     Ok(())
 }
 
-/// Puts the changes of one changelog batch, whose columns are stored under
-/// `sources`, into `sorter`.
-pub(super) fn add_change_batch(
+/// The changes of one changelog batch, in the current table's shape.
+struct ChangeRows {
+    /// The rows they put (the current table's columns).
+    values: RecordBatch,
+    keys: Rows,
+    /// The before image's key of each row, when the batch has `_before`.
+    before: Option<Rows>,
+    /// Whether an update moves its row to another key.
+    moved: Vec<bool>,
+    seqs: ArrayRef,
+    ops: ArrayRef,
+}
+
+impl ChangeRows {
+    fn seq(&self, r: usize) -> i64 {
+        self.seqs
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .value(r)
+    }
+
+    fn op(&self, r: usize) -> &str {
+        self.ops.as_string::<i32>().value(r)
+    }
+}
+
+/// Whether a change with `_op` `op` puts a row.
+fn puts(op: &str) -> bool {
+    matches!(op, "insert" | "snapshot" | "update")
+}
+
+/// The changes of one changelog batch, whose columns are stored under
+/// `sources`.
+fn change_rows(
     t: &FoldTable,
     src: &ChangeSource,
     batch: &RecordBatch,
     sources: &[Option<String>],
     target: &Target<'_>,
-    sorter: &mut Sorter,
-) -> Result<()> {
+) -> Result<ChangeRows> {
     let (schema, conv, key_idx) = (&target.schema, &target.conv, &target.key_idx[..]);
     let ncols = target.tv.schema.columns.len();
     let mut cols = shape::project(batch, sources, schema, ncols)?;
@@ -258,7 +348,7 @@ pub(super) fn add_change_batch(
     cols.push(seq.clone());
     cols.push(ts);
     let values = RecordBatch::try_new(schema.clone(), cols).map_err(|e| lake_err(t, e))?;
-    let krows = key_rows(conv, &values, key_idx)?;
+    let keys = key_rows(conv, &values, key_idx)?;
     // The before image's key of each update that moves its row.
     let before = shape::project_before(batch, sources, schema, ncols)?;
     let brows = match &before {
@@ -270,26 +360,60 @@ pub(super) fn add_change_batch(
     };
     let moved: Vec<bool> = (0..values.num_rows())
         .map(|r| match (&before, &brows) {
-            (Some(b), Some(br)) => !b[key_idx[0]].is_null(r) && br.row(r) != krows.row(r),
+            (Some(b), Some(br)) => !b[key_idx[0]].is_null(r) && br.row(r) != keys.row(r),
             _ => false,
         })
         .collect();
-    let kb = sorter.add_keys(krows);
-    let bb = brows.map(|br| sorter.add_keys(br));
-    let seqs = seq.as_primitive::<arrow::datatypes::Int64Type>();
-    let ops = ops.as_string::<i32>();
-    let n = values.num_rows();
-    let vb = sorter.add_values(values);
-    for (r, moved) in moved.into_iter().enumerate().take(n) {
-        let (s, at) = (seqs.value(r), r as u32);
-        match ops.value(r) {
-            "insert" | "snapshot" => sorter.put(s, (kb, at), (vb, at)),
+    Ok(ChangeRows {
+        values,
+        keys,
+        before: brows,
+        moved,
+        seqs: seq,
+        ops,
+    })
+}
+
+/// Puts the changes of one changelog batch, whose columns are stored under
+/// `sources`, into `sorter`.
+pub(super) fn add_change_batch(
+    t: &FoldTable,
+    src: &ChangeSource,
+    batch: &RecordBatch,
+    sources: &[Option<String>],
+    target: &Target<'_>,
+    sorter: &mut Sorter,
+) -> Result<()> {
+    let rows = change_rows(t, src, batch, sources, target)?;
+    let n = rows.values.num_rows();
+    // Only the rows that changes put are kept (a delete's row is its before
+    // image, which no fold writes): `put_row[r]` is row r's place among them.
+    let mut put_row = vec![0u32; n];
+    let mut next = 0u32;
+    for (r, p) in put_row.iter_mut().enumerate() {
+        *p = next;
+        next += u32::from(puts(rows.op(r)));
+    }
+    let vb = if next as usize == n {
+        sorter.add_values(rows.values.clone())
+    } else {
+        let keep: BooleanArray = (0..n).map(|r| Some(puts(rows.op(r)))).collect();
+        let kept =
+            arrow::compute::filter_record_batch(&rows.values, &keep).map_err(|e| lake_err(t, e))?;
+        sorter.add_values(kept)
+    };
+    let kb = sorter.add_keys(rows.keys.clone());
+    let bb = rows.before.clone().map(|br| sorter.add_keys(br));
+    for (r, &row) in put_row.iter().enumerate() {
+        let (s, at) = (rows.seq(r), r as u32);
+        match rows.op(r) {
+            "insert" | "snapshot" => sorter.put(s, (kb, at), (vb, row)),
             "update" => {
                 // A key move: the before image's key is gone.
-                if let (Some(bk), true) = (bb, moved) {
+                if let (Some(bk), true) = (bb, rows.moved[r]) {
                     sorter.remove(s, (bk, at));
                 }
-                sorter.put(s, (kb, at), (vb, at));
+                sorter.put(s, (kb, at), (vb, row));
             }
             "delete" => sorter.remove(s, (kb, at)),
             "truncate" => sorter.truncate(s),
@@ -302,4 +426,290 @@ pub(super) fn add_change_batch(
         }
     }
     Ok(())
+}
+
+/// The first of a fold's two passes over changes too many to sort in
+/// memory: the rows of `sources` that hold a key's last change (and every
+/// TRUNCATE), found from the key, `_seq`, `_ts` and `_op` columns alone,
+/// by source, as positions in the file. The second pass
+/// ([`read_change_rows`]) then copies and sorts only those rows: a row
+/// that a later change of its key replaces is never copied, spilled nor
+/// merged. A row is named when any key it changes (an update that moves a
+/// key changes two) has its last change there; the second pass applies
+/// the replay rules to the rows named, which hold every key's last change,
+/// so it gives the same as a pass over every row. The positions take at
+/// most a few bytes a row named (a compressed bitmap); the keys are sorted
+/// in the fold's memory budget. Also the changes, counted as the sorter
+/// counts them.
+pub(super) async fn last_changes(
+    ctx: &Ctx<'_>,
+    t: &FoldTable,
+    sources: &[ChangeSource],
+    target: &Target<'_>,
+) -> Result<(Vec<RoaringTreemap>, usize)> {
+    // A change's position: its source in the high bits, its row below.
+    const ROW_BITS: u32 = 40;
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("sluice.position", DataType::UInt64, true),
+    ]));
+    let mut keys = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
+    let mut selected = vec![RoaringTreemap::new(); sources.len()];
+    let mut truncates = 0;
+    for (i, src) in sources.iter().enumerate() {
+        let names = stored_names(t, src, target);
+        let mut stream = open_source(ctx, src, &names, target, true).await?;
+        let mut at = 0u64;
+        while let Some(batch) = stream.try_next().await? {
+            let n = batch.num_rows();
+            let positions = arrow::array::UInt64Array::from_iter_values(
+                (0..n as u64).map(|r| ((i as u64) << ROW_BITS) | (at + r)),
+            );
+            let vb = keys.add_values(
+                RecordBatch::try_new(schema.clone(), vec![Arc::new(positions)])
+                    .map_err(|e| lake_err(t, e))?,
+            );
+            for (range, names) in src.ranges.iter().zip(&names) {
+                let rows = change_rows(t, src, &batch, names, target)?;
+                let kb = keys.add_keys(rows.keys.clone());
+                let bb = rows.before.clone().map(|b| keys.add_keys(b));
+                for r in 0..n {
+                    let (s, at_r) = (rows.seq(r), r as u32);
+                    if s < range.lo || s >= range.hi {
+                        continue;
+                    }
+                    match rows.op(r) {
+                        "truncate" => {
+                            truncates += 1;
+                            selected[i].insert(at + r as u64);
+                        }
+                        _ => {
+                            keys.put(s, (kb, at_r), (vb, at_r));
+                            if let (Some(bk), true) = (bb, rows.moved[r]) {
+                                keys.put(s, (bk, at_r), (vb, at_r));
+                            }
+                        }
+                    }
+                }
+            }
+            at += n as u64;
+            keys.spill_if_full()?;
+        }
+    }
+    let changes = keys.changes() + truncates;
+    let mut last = keys.finish()?;
+    while let Some(batch) = last.next_batch()? {
+        let positions = batch
+            .column(VALUES)
+            .as_primitive::<arrow::datatypes::UInt64Type>();
+        for p in positions.values() {
+            selected[(p >> ROW_BITS) as usize].insert(p & ((1 << ROW_BITS) - 1));
+        }
+    }
+    Ok((selected, changes))
+}
+
+/// Whether the changes of `sources`, read in order, come in key order, one
+/// per key, with no TRUNCATE and no update that moves a key: a table's
+/// first fold after its snapshot, whose chunks are read in key order. Such
+/// changes need no sorting: [`ChangeStream`] reads them again, as they
+/// are. Reads only the key, `_seq`, `_ts` and `_op` columns, and stops at
+/// the first change out of order. `Some(changes)`: in order, with their
+/// count.
+pub(super) async fn in_key_order(
+    ctx: &Ctx<'_>,
+    t: &FoldTable,
+    sources: &[ChangeSource],
+    target: &Target<'_>,
+) -> Result<Option<usize>> {
+    // Rows of files another writer made of several: not read whole.
+    let whole = |s: &ChangeSource| matches!(s.ranges.as_slice(), [r] if r.lo == i64::MIN && r.hi == i64::MAX);
+    if !sources.iter().all(whole) {
+        return Ok(None);
+    }
+    let mut last: Option<Vec<u8>> = None;
+    let mut changes = 0;
+    for src in sources {
+        let names = stored_names(t, src, target);
+        let mut stream = open_source(ctx, src, &names, target, true).await?;
+        while let Some(batch) = stream.try_next().await? {
+            let rows = change_rows(t, src, &batch, &names[0], target)?;
+            if !ascending(&rows, last.as_deref()) {
+                return Ok(None);
+            }
+            let n = rows.keys.num_rows();
+            if n > 0 {
+                last = Some(rows.keys.row(n - 1).as_ref().to_vec());
+            }
+            changes += n;
+        }
+    }
+    Ok(Some(changes))
+}
+
+/// Whether the changes of `rows` follow a change with key `after` in key
+/// order, one per key, none a TRUNCATE or a key move.
+fn ascending(rows: &ChangeRows, after: Option<&[u8]>) -> bool {
+    let keys = &rows.keys;
+    (0..keys.num_rows()).all(|r| {
+        let op = rows.op(r);
+        let previous = match r {
+            0 => after,
+            _ => Some(keys.row(r - 1).data()),
+        };
+        (puts(op) || op == "delete")
+            && !rows.moved[r]
+            && previous.is_none_or(|p| p < keys.row(r).data())
+    })
+}
+
+/// Changes that [`in_key_order`] found in key order, read again as they are
+/// and handed out as batches of the sorter's runs (`[key, seq, removed,
+/// values]`): no sorting, no spilling, one changelog batch in memory.
+pub(super) struct ChangeStream<'a> {
+    ctx: &'a Ctx<'a>,
+    t: &'a FoldTable,
+    sources: &'a [ChangeSource],
+    target: &'a Target<'a>,
+    schema: SchemaRef,
+    /// The next source to open, and the one being read.
+    next: usize,
+    reading: Option<(ParquetRecordBatchStream<StoreFile>, Vec<Option<String>>)>,
+    /// The last key handed out.
+    last: Option<Vec<u8>>,
+    /// The rest of the batch being handed out.
+    pending: Option<RecordBatch>,
+}
+
+impl<'a> ChangeStream<'a> {
+    pub fn new(
+        ctx: &'a Ctx<'a>,
+        t: &'a FoldTable,
+        sources: &'a [ChangeSource],
+        target: &'a Target<'a>,
+    ) -> Self {
+        ChangeStream {
+            ctx,
+            t,
+            sources,
+            target,
+            schema: run_schema(&target.schema),
+            next: 0,
+            reading: None,
+            last: None,
+            pending: None,
+        }
+    }
+
+    /// The next batch, of [`RUN_BATCH_ROWS`] changes at most (as the
+    /// sorter's: new files are cut between batches).
+    pub async fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        if self.pending.is_none() {
+            self.pending = self.next_read().await?;
+        }
+        let Some(batch) = self.pending.take() else {
+            return Ok(None);
+        };
+        if batch.num_rows() > RUN_BATCH_ROWS {
+            self.pending = Some(batch.slice(RUN_BATCH_ROWS, batch.num_rows() - RUN_BATCH_ROWS));
+            return Ok(Some(batch.slice(0, RUN_BATCH_ROWS)));
+        }
+        Ok(Some(batch))
+    }
+
+    async fn next_read(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            let Some((stream, names)) = self.reading.as_mut() else {
+                let Some(src) = self.sources.get(self.next) else {
+                    return Ok(None);
+                };
+                self.next += 1;
+                let mut names = stored_names(self.t, src, self.target);
+                let stream = open_source(self.ctx, src, &names, self.target, false).await?;
+                self.reading = Some((stream, names.swap_remove(0)));
+                continue;
+            };
+            let Some(batch) = stream.try_next().await? else {
+                self.reading = None;
+                continue;
+            };
+            let src = &self.sources[self.next - 1];
+            let rows = change_rows(self.t, src, &batch, names, self.target)?;
+            let n = rows.keys.num_rows();
+            if n == 0 {
+                continue;
+            }
+            if !ascending(&rows, self.last.as_deref()) {
+                return Err(lake_err(
+                    self.t,
+                    format!(
+                        "changelog file {} changed between two reads of a fold (a bug); the previous version stays",
+                        src.path
+                    ),
+                ));
+            }
+            self.last = Some(rows.keys.row(n - 1).as_ref().to_vec());
+            let keys = BinaryArray::from_iter_values(rows.keys.iter());
+            let removed: BooleanArray = (0..n).map(|r| Some(!puts(rows.op(r)))).collect();
+            let mut cols: Vec<ArrayRef> =
+                vec![Arc::new(keys), rows.seqs.clone(), Arc::new(removed)];
+            cols.extend(rows.values.columns().iter().cloned());
+            return RecordBatch::try_new(self.schema.clone(), cols)
+                .map(Some)
+                .map_err(|e| lake_err(self.t, e));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use arrow::datatypes::{Field, Schema};
+
+    /// Changes of keys `keys` with `_op`s `ops`; `moved`: the rows whose
+    /// update moves their key.
+    fn rows(keys: &[i32], ops: &[&str], moved: &[usize]) -> ChangeRows {
+        let conv = RowConverter::new(vec![SortField::new(DataType::Int32)]).unwrap();
+        let ids: ArrayRef = Arc::new(Int32Array::from(keys.to_vec()));
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int32, true)]));
+        ChangeRows {
+            values: RecordBatch::try_new(schema, vec![ids.clone()]).unwrap(),
+            keys: conv.convert_columns(&[ids]).unwrap(),
+            before: None,
+            moved: (0..keys.len()).map(|r| moved.contains(&r)).collect(),
+            seqs: Arc::new(Int64Array::from_iter_values(1..=keys.len() as i64)),
+            ops: Arc::new(StringArray::from(ops.to_vec())),
+        }
+    }
+
+    #[test]
+    fn only_changes_in_key_order_one_per_key_skip_the_sorter() {
+        let snapshot = rows(&[1, 2, 5, 9], &["snapshot"; 4], &[]);
+        assert!(ascending(&snapshot, None));
+        // The next batch (or file) must start above the last key before it.
+        let last = snapshot.keys.row(3).data().to_vec();
+        let next = rows(&[10, 11], &["insert", "insert"], &[]);
+        assert!(ascending(&next, Some(&last)));
+        let back = rows(&[9, 11], &["insert", "insert"], &[]);
+        assert!(!ascending(&back, Some(&last)));
+        // Sorted, but a key changed twice: its last change must be found.
+        let twice = rows(
+            &[1, 2, 2, 3],
+            &["insert", "insert", "update", "insert"],
+            &[],
+        );
+        assert!(!ascending(&twice, None));
+        // One change out of order in the middle.
+        let odd = rows(&[1, 2, 7, 4, 8], &["insert"; 5], &[]);
+        assert!(!ascending(&odd, None));
+        // Deletes in key order are changes like any; a TRUNCATE or an update
+        // that moves its key (two keys change) is not taken as it is.
+        let deletes = rows(&[1, 3, 4], &["delete", "insert", "delete"], &[]);
+        assert!(ascending(&deletes, None));
+        let truncate = rows(&[1, 3], &["insert", "truncate"], &[]);
+        assert!(!ascending(&truncate, None));
+        let moved = rows(&[1, 3], &["insert", "update"], &[1]);
+        assert!(!ascending(&moved, None));
+        assert!(ascending(&rows(&[], &[], &[]), None));
+    }
 }

@@ -127,7 +127,7 @@ pub(super) async fn mark_changes(
     target: &Target<'_>,
     files: &[(String, FileRange)],
     adds: &BTreeMap<String, Value>,
-    mut merge: Merge,
+    mut merge: Changes<'_>,
     out: &mut Output<'_>,
 ) -> Result<Marks> {
     let names: Vec<String> = target
@@ -139,7 +139,7 @@ pub(super) async fn mark_changes(
     let mut active: Vec<usize> = Vec::new();
     let mut next_open = 0;
     let mut by_file: BTreeMap<usize, RoaringTreemap> = BTreeMap::new();
-    while let Some(batch) = merge.next_batch()? {
+    while let Some(batch) = merge.next_batch().await? {
         let keys: BinaryArray = batch.column(KEY).as_binary::<i32>().clone();
         let removed = batch.column(REMOVED).as_boolean().clone();
         let values =
