@@ -131,40 +131,35 @@ impl Pass<'_> {
             if std::env::var(ABORT_IN_FORGET).is_ok_and(|v| v == "copied") {
                 std::process::abort();
             }
-            match self.commit(state, &swaps).await? {
-                Some(_) => {
-                    pass.commits = 1;
-                    out.commits += 1;
-                    out.files_rewritten += pass.files_rewritten;
-                    out.rows_removed += pass.rows_removed;
-                    out.bytes_rewritten += pass.bytes_rewritten;
-                    out.bytes_written += pass.bytes_written;
-                    if self.kind == Kind::Changelog
-                        && std::env::var(ABORT_IN_FORGET).is_ok_and(|v| v == "committed")
-                    {
-                        std::process::abort();
-                    }
-                    for s in &swaps {
-                        delete(self.store.as_ref(), &self.file(&s.path)).await?;
-                    }
-                    // What the log holds now (the copies live) decides
-                    // what is earlier and what an orphan.
-                    break log::load(self.store.as_ref(), &self.dir, true).await?;
+            if self.commit(state, &swaps).await? {
+                out.commits += 1;
+                out.files_rewritten += pass.files_rewritten;
+                out.rows_removed += pass.rows_removed;
+                out.bytes_rewritten += pass.bytes_rewritten;
+                out.bytes_written += pass.bytes_written;
+                if self.kind == Kind::Changelog
+                    && std::env::var(ABORT_IN_FORGET).is_ok_and(|v| v == "committed")
+                {
+                    std::process::abort();
                 }
-                None => {
-                    for s in &swaps {
-                        if let Some((copy, _)) = &s.copy {
-                            delete(self.store.as_ref(), &self.file(copy)).await?;
-                        }
-                    }
-                    tries += 1;
-                    if tries >= TRIES {
-                        return Err(Error::Forget(format!(
-                            "{}: other writers replaced the files to erase {tries} times in a row; run forget again",
-                            self.dir
-                        )));
-                    }
+                for s in &swaps {
+                    delete(self.store.as_ref(), &self.file(&s.path)).await?;
                 }
+                // What the log holds now (the copies live) decides
+                // what is earlier and what an orphan.
+                break log::load(self.store.as_ref(), &self.dir, true).await?;
+            }
+            for s in &swaps {
+                if let Some((copy, _)) = &s.copy {
+                    delete(self.store.as_ref(), &self.file(copy)).await?;
+                }
+            }
+            tries += 1;
+            if tries >= TRIES {
+                return Err(Error::Forget(format!(
+                    "{}: other writers replaced the files to erase {tries} times in a row; run forget again",
+                    self.dir
+                )));
             }
         };
         out.files_deleted += self.earlier_files(&state, &mut out.found).await?;
@@ -311,9 +306,9 @@ impl Pass<'_> {
     }
 
     /// Commits `swaps` on top of `state`, or on top of other writers'
-    /// commits while they leave the files alone. The version committed, or
-    /// `None` when another writer replaced a file first.
-    async fn commit(&self, mut state: TableState, swaps: &[Swap]) -> Result<Option<u64>> {
+    /// commits while they leave the files alone. False when another writer
+    /// replaced a file first.
+    async fn commit(&self, mut state: TableState, swaps: &[Swap]) -> Result<bool> {
         for _ in 0..TRIES {
             let version = state.version.map_or(0, |v| v + 1);
             let now = chrono::Utc::now().timestamp_millis();
@@ -336,7 +331,7 @@ impl Pass<'_> {
             match log::put_commit(self.store.as_ref(), &self.dir, version, &actions).await? {
                 log::Put::Written => {
                     crate::table::checkpoint_if_due(self.store.as_ref(), &self.dir, version).await;
-                    return Ok(Some(version));
+                    return Ok(true);
                 }
                 log::Put::Unknown(e) => return Err(e),
                 log::Put::Taken => {
@@ -348,12 +343,12 @@ impl Pass<'_> {
                         })
                     });
                     if !untouched {
-                        return Ok(None);
+                        return Ok(false);
                     }
                 }
             }
         }
-        Ok(None)
+        Ok(false)
     }
 
     /// Deletes the files that only earlier versions name and that hold

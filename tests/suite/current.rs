@@ -763,23 +763,8 @@ fn bench_fold_steps(rows: u64, mode: &str, file_size: &str, backend: Backend) {
             .expect("peak RSS from /usr/bin/time");
         let lake = test_lake.read();
         let dir = current_dir(&lake.root, &db, "big");
-        let mut live: BTreeMap<String, u64> = BTreeMap::new();
-        for (_, actions) in delta_commits(&dir) {
-            for a in &actions {
-                if let Some(rm) = a.get("remove") {
-                    live.remove(rm["path"].as_str().unwrap());
-                }
-            }
-            for a in &actions {
-                if let Some(add) = a.get("add") {
-                    live.insert(
-                        add["path"].as_str().unwrap().into(),
-                        add["size"].as_u64().unwrap(),
-                    );
-                }
-            }
-        }
-        let table_bytes: u64 = live.values().sum();
+        let live = crate::deletion_vectors::live_files(&dir);
+        let table_bytes: u64 = live.values().map(|a| a["size"].as_u64().unwrap()).sum();
         let ms = fold_figures(&out.stderr, "ms");
         let changed = fold_figures(&out.stderr, "changed_rows");
         let vector_bytes = fold_figures(&out.stderr, "vector_bytes");

@@ -47,7 +47,7 @@ fn vector_file(dv: &Value) -> Option<String> {
 }
 
 /// The live `add` actions of a table, by path, after its last commit.
-fn live_files(dir: &Path) -> BTreeMap<String, Value> {
+pub(crate) fn live_files(dir: &Path) -> BTreeMap<String, Value> {
     let mut live = BTreeMap::new();
     for (_, actions) in delta_commits(dir) {
         // Removes first: a commit that marks a file removes it with its old

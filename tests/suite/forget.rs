@@ -590,23 +590,9 @@ fn bench_forget() {
     sluice.run_until_caught_up_ok();
     let shop = db.namespace().to_server("shop").as_ref().to_string();
     let live_bytes = |dir: &Path| -> (usize, u64) {
-        let mut live: BTreeMap<String, u64> = BTreeMap::new();
-        for (_, actions) in delta_commits(dir) {
-            for a in &actions {
-                if let Some(rm) = a.get("remove") {
-                    live.remove(rm["path"].as_str().unwrap());
-                }
-            }
-            for a in &actions {
-                if let Some(add) = a.get("add") {
-                    live.insert(
-                        add["path"].as_str().unwrap().into(),
-                        add["size"].as_u64().unwrap(),
-                    );
-                }
-            }
-        }
-        (live.len(), live.values().sum())
+        let live = crate::deletion_vectors::live_files(dir);
+        let bytes = live.values().map(|a| a["size"].as_u64().unwrap()).sum();
+        (live.len(), bytes)
     };
     let changelog = lake.path().join(&shop).join("big");
     let current = lake.path().join("_current").join(&shop).join("big");
