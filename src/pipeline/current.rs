@@ -268,6 +268,7 @@ fn log_outcome(done: Option<Outcome>) -> bool {
             files_marked = r.files_marked,
             vector_bytes = r.vector_bytes,
             files_purged = r.files_purged,
+            rows_copied = r.rows_copied,
             "current tables folded"
         ),
         Some(Ok(Ok(_))) => {}

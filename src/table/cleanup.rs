@@ -271,7 +271,8 @@ mod tests {
         use serde_json::json;
         let store = object_store::memory::InMemory::new();
         let table = Path::from("_current/db/t");
-        let rows: roaring::RoaringTreemap = [1u64, 2].into_iter().collect();
+        // Past dv::INLINE_MAX bytes, so that each goes into its file.
+        let rows: roaring::RoaringTreemap = (0..100u64).map(|r| r * 7).collect();
         let (mut old, mut young, mut live) =
             (VectorFile::new(1), VectorFile::new(2), VectorFile::new(3));
         let (old_dv, young_dv, live_dv) = (old.push(&rows), young.push(&rows), live.push(&rows));

@@ -69,6 +69,36 @@ impl AsyncFileReader for StoreFile {
     }
 }
 
+impl StoreFile {
+    /// The file at `path`, of `size` bytes when known (else asked of the
+    /// store).
+    async fn open(store: &Arc<dyn ObjectStore>, path: Path, size: Option<u64>) -> Result<Self> {
+        let size = match size.filter(|s| *s > 0) {
+            Some(s) => s,
+            None => store.head(&path).await?.size,
+        };
+        Ok(StoreFile {
+            store: store.clone(),
+            path,
+            size,
+        })
+    }
+}
+
+/// The metadata of a Parquet file in the store, with its page indexes
+/// when it has them, and its Arrow schema.
+pub(crate) async fn parquet_metadata(
+    store: &Arc<dyn ObjectStore>,
+    path: Path,
+    size: Option<u64>,
+) -> Result<(Arc<ParquetMetaData>, arrow::datatypes::SchemaRef)> {
+    let file = StoreFile::open(store, path, size).await?;
+    let options = ArrowReaderOptions::new()
+        .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Optional);
+    let builder = ParquetRecordBatchStreamBuilder::new_with_options(file, options).await?;
+    Ok((builder.metadata().clone(), builder.schema().clone()))
+}
+
 /// The batches of a Parquet file in the store, one row group at a time.
 pub(crate) async fn open_parquet(
     store: &Arc<dyn ObjectStore>,
@@ -86,15 +116,7 @@ pub(crate) async fn open_parquet_leaves(
     size: Option<u64>,
     wanted: impl Fn(&[String]) -> bool,
 ) -> Result<ParquetRecordBatchStream<StoreFile>> {
-    let size = match size.filter(|s| *s > 0) {
-        Some(s) => s,
-        None => store.head(&path).await?.size,
-    };
-    let file = StoreFile {
-        store: store.clone(),
-        path,
-        size,
-    };
+    let file = StoreFile::open(store, path, size).await?;
     let builder = ParquetRecordBatchStreamBuilder::new(file).await?;
     let descr = builder.metadata().file_metadata().schema_descr_ptr();
     let leaves = descr

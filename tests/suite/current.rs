@@ -458,7 +458,7 @@ fn a_fold_of_recent_changes_rewrites_a_small_part_of_a_large_table() {
 }
 
 /// The sum of `key=N` over the "current tables folded" log lines of a run.
-fn fold_figures(stderr: &[u8], key: &str) -> u64 {
+pub(crate) fn fold_figures(stderr: &[u8], key: &str) -> u64 {
     String::from_utf8_lossy(stderr)
         .lines()
         .filter(|l| l.contains("current tables folded"))
@@ -724,6 +724,25 @@ fn bench_fold_steps(rows: u64, mode: &str, file_size: &str, backend: Backend) {
             "UPDATE shop.big SET v = v + 1 WHERE (id * 2654435761 + {round}) % 1000 < {per_mille};"
         )
     };
+    // BENCH_FIXED_CHANGES=n adds a step of n random updates, the same
+    // number at every table size (`% rows < n` picks them).
+    let fixed: Vec<(String, String)> = std::env::var("BENCH_FIXED_CHANGES")
+        .ok()
+        .map(|n| {
+            n.trim()
+                .parse::<u64>()
+                .expect("BENCH_FIXED_CHANGES: a number")
+        })
+        .map(|n| {
+            (
+                format!("{n} random"),
+                format!(
+                    "UPDATE shop.big SET v = v + 1 WHERE (id * 2654435761 + 4) % {rows} < {n};"
+                ),
+            )
+        })
+        .into_iter()
+        .collect();
     let steps = [
         ("build", String::new()),
         ("0.1 % random", random(1, 1)),
@@ -739,6 +758,13 @@ fn bench_fold_steps(rows: u64, mode: &str, file_size: &str, backend: Backend) {
             ),
         ),
     ];
+    let mut steps: Vec<(String, String)> = steps
+        .into_iter()
+        .map(|(name, sql)| (name.to_string(), sql))
+        .collect();
+    for (i, step) in fixed.into_iter().enumerate() {
+        steps.insert(2 + i, step);
+    }
     for (name, sql) in steps {
         if !sql.is_empty() {
             db.sql(&sql);

@@ -169,7 +169,7 @@ fn manifest_files(lake: &Lake, table: &str, until: u64) -> Vec<String> {
 }
 
 /// The table folder of `table` in a local lake (the server's names).
-fn folder(lake: &Lake, table: &str) -> PathBuf {
+pub(crate) fn folder(lake: &Lake, table: &str) -> PathBuf {
     for m in &lake.manifests {
         for f in m["files"].as_array().unwrap() {
             if strip_namespaces(f["table"].as_str().unwrap()) == table {

@@ -21,6 +21,7 @@ mod column_policies;
 mod compaction;
 mod compressed;
 mod current;
+mod current_copy;
 mod current_key_order;
 mod ddl_corpus;
 mod deletion_vectors;

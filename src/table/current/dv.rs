@@ -14,6 +14,12 @@
 //! The first 8 bytes of a vector file's UUID are the manifest seq of the
 //! fold that wrote it, as `current-<seq>-…` names a data file, so that the
 //! files of a fold that died before its commit are found by name.
+//!
+//! A vector of at most [`INLINE_MAX`] bytes (a dozen rows or so) is stored
+//! in its descriptor instead (storage type `i`, the Z85 text of its bytes
+//! padded with zeros to a multiple of 4): the log grows by about as much as
+//! a file descriptor would have taken, and a fold that marks only such
+//! vectors writes no vector file at all.
 
 use std::sync::Arc;
 
@@ -30,6 +36,8 @@ const MAGIC: u32 = 1_681_511_377;
 const FILE_VERSION: u8 = 1;
 const FILE_PREFIX: &str = "deletion_vector_";
 const FILE_SUFFIX: &str = ".bin";
+/// Vectors up to this many bytes are stored inline, in the log.
+pub const INLINE_MAX: usize = 64;
 
 const Z85: &[u8; 85] =
     b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
@@ -190,10 +198,12 @@ pub async fn read(store: &Arc<dyn ObjectStore>, dir: &Path, add: &Value) -> Resu
     deserialize(&bytes).map_err(bad)
 }
 
-/// The vectors of one fold, written into one file of the table folder.
+/// The vectors of one fold: the small ones inline, the others written
+/// into one file of the table folder.
 pub struct VectorFile {
     uuid: uuid::Uuid,
     bytes: Vec<u8>,
+    inline_bytes: u64,
 }
 
 impl VectorFile {
@@ -201,12 +211,24 @@ impl VectorFile {
         VectorFile {
             uuid: file_uuid(seq),
             bytes: vec![FILE_VERSION],
+            inline_bytes: 0,
         }
     }
 
     /// Adds a vector; returns its descriptor.
     pub fn push(&mut self, rows: &RoaringTreemap) -> Value {
         let body = serialize(rows);
+        if body.len() <= INLINE_MAX {
+            self.inline_bytes += body.len() as u64;
+            let mut padded = body.clone();
+            padded.resize(body.len().div_ceil(4) * 4, 0);
+            return json!({
+                "storageType": "i",
+                "pathOrInlineDv": z85_encode(&padded),
+                "sizeInBytes": body.len(),
+                "cardinality": rows.len(),
+            });
+        }
         let offset = self.bytes.len();
         self.bytes
             .extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -222,8 +244,14 @@ impl VectorFile {
         })
     }
 
+    /// Whether no vector goes into the file (all were inline, or none).
     pub fn is_empty(&self) -> bool {
         self.bytes.len() == 1
+    }
+
+    /// The bytes of the vectors stored inline.
+    pub fn inline_bytes(&self) -> u64 {
+        self.inline_bytes
     }
 
     pub fn path(&self, dir: &Path) -> Path {
@@ -272,14 +300,13 @@ mod tests {
     #[test]
     fn a_file_names_its_fold_and_its_descriptor_finds_it() {
         let mut file = VectorFile::new(42);
-        let mut rows = RoaringTreemap::new();
-        rows.insert(3);
+        let rows: RoaringTreemap = (0..100u64).map(|r| r * 3).collect();
         let first = file.push(&rows);
         let second = file.push(&rows);
         assert_eq!(first["offset"], 1);
         let size = first["sizeInBytes"].as_u64().unwrap();
         assert_eq!(second["offset"].as_u64().unwrap(), 1 + 4 + size + 4);
-        assert_eq!(first["cardinality"], 1);
+        assert_eq!(first["cardinality"], 100);
         let name = descriptor_file(&first).unwrap();
         assert_eq!(file_seq(&name), Some(42));
         assert_eq!(file.path(&Path::from("t")).filename(), Some(name.as_str()));
@@ -295,8 +322,9 @@ mod tests {
         let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
         let dir = Path::from("t");
         let mut file = VectorFile::new(1);
-        let rows: RoaringTreemap = [2u64, 4, 6, 100_000].into_iter().collect();
+        let rows: RoaringTreemap = (0..50u64).map(|r| r * r).chain([100_000]).collect();
         let dv = file.push(&rows);
+        assert_eq!(dv["storageType"], "u");
         let path = file.path(&dir);
         file.write(store.as_ref(), &dir).await.unwrap();
         let add = json!({"path": "x.parquet", "deletionVector": dv});
@@ -319,7 +347,38 @@ mod tests {
         let mut padded = body.clone();
         padded.resize(body.len().div_ceil(4) * 4, 0);
         let inline = json!({"path": "x", "deletionVector": {"storageType": "i",
-            "pathOrInlineDv": z85_encode(&padded), "sizeInBytes": body.len(), "cardinality": 4}});
+            "pathOrInlineDv": z85_encode(&padded), "sizeInBytes": body.len(), "cardinality": 51}});
         assert_eq!(read(&store, &dir, &inline).await.unwrap(), rows);
+    }
+
+    #[tokio::test]
+    async fn small_vectors_go_inline_and_leave_the_file_empty() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let dir = Path::from("t");
+        let mut file = VectorFile::new(7);
+        for rows in [
+            RoaringTreemap::from_iter([0u64]),
+            RoaringTreemap::from_iter([1u64, 5, 9, 13, 4 << 32]),
+            RoaringTreemap::from_iter(0..3u64),
+        ] {
+            let dv = file.push(&rows);
+            assert_eq!(dv["storageType"], "i", "{rows:?}");
+            assert_eq!(dv["cardinality"].as_u64(), Some(rows.len()));
+            let size = dv["sizeInBytes"].as_u64().unwrap() as usize;
+            assert!(size <= INLINE_MAX);
+            assert_eq!(
+                dv["pathOrInlineDv"].as_str().unwrap().len(),
+                size.div_ceil(4) * 5
+            );
+            assert_eq!(descriptor_file(&dv), None);
+            let add = json!({"path": "x.parquet", "deletionVector": dv});
+            assert_eq!(read(&store, &dir, &add).await.unwrap(), rows);
+        }
+        assert!(file.is_empty());
+        assert!(file.inline_bytes() > 0);
+        // One row past the bound goes to the file.
+        let big: RoaringTreemap = (0..INLINE_MAX as u64).map(|r| r * 2).collect();
+        assert_eq!(file.push(&big)["storageType"], "u");
+        assert!(!file.is_empty());
     }
 }

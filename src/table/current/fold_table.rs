@@ -27,6 +27,7 @@ use super::sort::{Merge, Sorter, KEY, REMOVED, VALUES};
 use super::*;
 
 mod changes;
+mod copy;
 mod marks;
 mod purge;
 use changes::{
@@ -98,14 +99,7 @@ impl Output<'_> {
             return Ok(());
         }
         if self.open.is_none() {
-            let name = format!(
-                "current-{:020}-{:05}-{}.parquet",
-                self.ctx.s1,
-                self.n,
-                &uuid::Uuid::new_v4().simple().to_string()[..8]
-            );
-            self.n += 1;
-            let path = self.dir.clone().join(name.as_str());
+            let (name, path) = self.next_name();
             let props = file_properties()?;
             let upload =
                 object_store::buffered::BufWriter::new(self.ctx.store.clone(), path.clone());
@@ -137,21 +131,46 @@ impl Output<'_> {
         };
         let meta = open.writer.finish().await?;
         let size = open.writer.bytes_written() as u64;
+        self.added(open.name, size, &meta, &open.first, &open.last);
+        Ok(())
+    }
+
+    /// The name and path of the next new file.
+    fn next_name(&mut self) -> (String, Path) {
+        let name = format!(
+            "current-{:020}-{:05}-{}.parquet",
+            self.ctx.s1,
+            self.n,
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        self.n += 1;
+        let path = self.dir.clone().join(name.as_str());
+        (name, path)
+    }
+
+    /// The `add` of a file written, whose keys run from `first` to `last`.
+    fn added(
+        &mut self,
+        name: String,
+        size: u64,
+        meta: &parquet::file::metadata::ParquetMetaData,
+        first: &[u8],
+        last: &[u8],
+    ) {
         if std::env::var_os(ABORT_IN_FOLD).is_some_and(|v| v != "vectors") {
             // Tests: a kill in the middle of a fold.
             std::process::abort();
         }
-        let stats = super::super::stats::stats(&meta);
+        let stats = super::super::stats::stats(meta);
         self.adds.push(json!({"add": {
-            "path": open.name,
+            "path": name,
             "partitionValues": {},
             "size": size,
             "modificationTime": chrono::Utc::now().timestamp_millis(),
             "dataChange": self.data_change,
             "stats": stats.to_string(),
-            "tags": {TAG_FIRST: hex(&open.first), TAG_LAST: hex(&open.last)},
+            "tags": {TAG_FIRST: hex(first), TAG_LAST: hex(last)},
         }}));
-        Ok(())
     }
 }
 
@@ -536,7 +555,11 @@ pub(super) async fn fold_table(
         }
     }
     let mut report = FoldReport {
-        changed_rows: in_order.or(counted).unwrap_or_else(|| sorter.changes()),
+        changed_rows: in_order
+            .as_ref()
+            .map(|o| o.changes)
+            .or(counted)
+            .unwrap_or_else(|| sorter.changes()),
         ..Default::default()
     };
     // Files by key range; unusable ranges (a changed key, no tags) mean
@@ -612,11 +635,29 @@ pub(super) async fn fold_table(
     };
     // Files whose vectors grow: their `add` again, with the new vector.
     let mut marked: Vec<(String, Value)> = Vec::new();
+    // A first fold of new keys in key order copies the changelog's column
+    // chunks when their shapes allow it. An error here (a file another
+    // writer removed) is met again below.
+    let copy = match &in_order {
+        Some(o) if o.puts_only && base_files.is_empty() && !full => {
+            copy::plan(ctx, t, &manifest, &target).await.unwrap_or(None)
+        }
+        _ => None,
+    };
     let changes = match in_order {
         Some(_) => Changes::InOrder(ChangeStream::new(ctx, t, &manifest, &target)),
         None => Changes::Sorted(sorter.finish()?),
     };
-    let run = if vectors && !full {
+    let run = if let Some(plan) = copy {
+        let mut out = out;
+        match out.copy(t, plan, &target).await {
+            Ok(rows) => {
+                report.rows_copied = rows;
+                Ok((out, Vec::new()))
+            }
+            Err(e) => Err(e),
+        }
+    } else if vectors && !full {
         let mut out = out;
         let done = async {
             let marks =

@@ -134,10 +134,12 @@ pub struct FoldReport {
     /// vectors grew.
     pub rows_marked: u64,
     pub files_marked: usize,
-    /// Bytes of the deletion vector files written.
+    /// Bytes of the deletion vectors written (into vector files or inline).
     pub vector_bytes: u64,
     /// Files rewritten without their deleted rows (`dataChange: false`).
     pub files_purged: usize,
+    /// Rows whose column chunks a first fold copied from the changelog.
+    pub rows_copied: u64,
 }
 
 impl FoldReport {
@@ -154,6 +156,7 @@ impl FoldReport {
         self.files_marked += o.files_marked;
         self.vector_bytes += o.vector_bytes;
         self.files_purged += o.files_purged;
+        self.rows_copied += o.rows_copied;
     }
 }
 

@@ -11,13 +11,13 @@ use super::*;
 
 /// A changelog file a fold reads, and which of its rows it takes.
 pub(super) struct ChangeSource {
-    path: Path,
-    bytes: Option<u64>,
+    pub(super) path: Path,
+    pub(super) bytes: Option<u64>,
     /// The rows taken, each range with the schema version its rows were
     /// written in: a manifest's own file is one range of every row; a file
     /// that another writer (OPTIMIZE, compaction, a type rewrite) made of
     /// files the fold needs holds other rows too.
-    ranges: Vec<SeqRange>,
+    pub(super) ranges: Vec<SeqRange>,
 }
 
 /// The rows with `_seq` in `lo..hi`, written in schema `version`.
@@ -165,7 +165,7 @@ pub(super) async fn live_sources(
 }
 
 /// The names each range of `src` has its columns stored under.
-fn stored_names(
+pub(super) fn stored_names(
     t: &FoldTable,
     src: &ChangeSource,
     target: &Target<'_>,
@@ -212,7 +212,7 @@ fn wanted(
 }
 
 /// Opens the changelog file of `src`, its columns a fold uses.
-async fn open_source(
+pub(super) async fn open_source(
     ctx: &Ctx<'_>,
     src: &ChangeSource,
     names: &[Vec<Option<String>>],
@@ -292,10 +292,10 @@ pub(super) async fn read_change_rows(
 }
 
 /// The changes of one changelog batch, in the current table's shape.
-struct ChangeRows {
+pub(super) struct ChangeRows {
     /// The rows they put (the current table's columns).
-    values: RecordBatch,
-    keys: Rows,
+    pub(super) values: RecordBatch,
+    pub(super) keys: Rows,
     /// The before image's key of each row, when the batch has `_before`.
     before: Option<Rows>,
     /// Whether an update moves its row to another key.
@@ -311,19 +311,19 @@ impl ChangeRows {
             .value(r)
     }
 
-    fn op(&self, r: usize) -> &str {
+    pub(super) fn op(&self, r: usize) -> &str {
         self.ops.as_string::<i32>().value(r)
     }
 }
 
 /// Whether a change with `_op` `op` puts a row.
-fn puts(op: &str) -> bool {
+pub(super) fn puts(op: &str) -> bool {
     matches!(op, "insert" | "snapshot" | "update")
 }
 
 /// The changes of one changelog batch, whose columns are stored under
 /// `sources`.
-fn change_rows(
+pub(super) fn change_rows(
     t: &FoldTable,
     src: &ChangeSource,
     batch: &RecordBatch,
@@ -513,21 +513,23 @@ pub(super) async fn last_changes(
 /// first fold after its snapshot, whose chunks are read in key order. Such
 /// changes need no sorting: [`ChangeStream`] reads them again, as they
 /// are. Reads only the key, `_seq`, `_ts` and `_op` columns, and stops at
-/// the first change out of order. `Some(changes)`: in order, with their
-/// count.
+/// the first change out of order.
 pub(super) async fn in_key_order(
     ctx: &Ctx<'_>,
     t: &FoldTable,
     sources: &[ChangeSource],
     target: &Target<'_>,
-) -> Result<Option<usize>> {
+) -> Result<Option<InOrder>> {
     // Rows of files another writer made of several: not read whole.
     let whole = |s: &ChangeSource| matches!(s.ranges.as_slice(), [r] if r.lo == i64::MIN && r.hi == i64::MAX);
     if !sources.iter().all(whole) {
         return Ok(None);
     }
     let mut last: Option<Vec<u8>> = None;
-    let mut changes = 0;
+    let mut found = InOrder {
+        changes: 0,
+        puts_only: true,
+    };
     for src in sources {
         let names = stored_names(t, src, target);
         let mut stream = open_source(ctx, src, &names, target, true).await?;
@@ -540,15 +542,23 @@ pub(super) async fn in_key_order(
             if n > 0 {
                 last = Some(rows.keys.row(n - 1).as_ref().to_vec());
             }
-            changes += n;
+            found.puts_only &= (0..n).all(|r| puts(rows.op(r)));
+            found.changes += n;
         }
     }
-    Ok(Some(changes))
+    Ok(Some(found))
+}
+
+/// What [`in_key_order`] found of changes in key order.
+pub(super) struct InOrder {
+    pub changes: usize,
+    /// Whether every change puts a row (none deletes one).
+    pub puts_only: bool,
 }
 
 /// Whether the changes of `rows` follow a change with key `after` in key
 /// order, one per key, none a TRUNCATE or a key move.
-fn ascending(rows: &ChangeRows, after: Option<&[u8]>) -> bool {
+pub(super) fn ascending(rows: &ChangeRows, after: Option<&[u8]>) -> bool {
     let keys = &rows.keys;
     (0..keys.num_rows()).all(|r| {
         let op = rows.op(r);
