@@ -269,6 +269,9 @@ fn log_outcome(done: Option<Outcome>) -> bool {
             vector_bytes = r.vector_bytes,
             files_purged = r.files_purged,
             rows_copied = r.rows_copied,
+            read_ms = r.read_ms,
+            apply_ms = r.apply_ms,
+            commit_ms = r.commit_ms,
             "current tables folded"
         ),
         Some(Ok(Ok(_))) => {}

@@ -685,8 +685,8 @@ fn bench_fold_cost() {
         Ok("s3") => Backend::S3,
         _ => Backend::Local,
     };
-    println!("| rows | vectors | fold | changed rows | fold ms | ms per 1000 changed | written bytes | x rows | vector bytes | bytes removed | live files | table bytes | peak RSS MiB |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| rows | vectors | fold | changed rows | fold ms | ms per 1000 changed | written bytes | x rows | vector bytes | bytes removed | live files | table bytes | peak RSS MiB | read / apply / commit ms |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for rows in sizes {
         for mode in modes.split(',') {
             bench_fold_steps(rows, mode.trim(), &file_size, backend);
@@ -797,12 +797,15 @@ fn bench_fold_steps(rows: u64, mode: &str, file_size: &str, backend: Backend) {
         let written = fold_figures(&out.stderr, "bytes_added") + vector_bytes;
         let row_share = changed as f64 * table_bytes as f64 / rows.max(1) as f64;
         println!(
-            "| {rows} | {mode} | {name} | {changed} | {ms} | {:.1} | {written} | {:.1} | {vector_bytes} | {} | {} | {table_bytes} | {} |",
+            "| {rows} | {mode} | {name} | {changed} | {ms} | {:.1} | {written} | {:.1} | {vector_bytes} | {} | {} | {table_bytes} | {} | {} / {} / {} |",
             ms as f64 * 1000.0 / changed.max(1) as f64,
             written as f64 / row_share.max(1.0),
             fold_figures(&out.stderr, "bytes_removed"),
             live.len(),
             rss_kib / 1024,
+            fold_figures(&out.stderr, "read_ms"),
+            fold_figures(&out.stderr, "apply_ms"),
+            fold_figures(&out.stderr, "commit_ms"),
         );
     }
 }

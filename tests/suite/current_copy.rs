@@ -162,6 +162,22 @@ fn copied_table(vectors: &str, seed_default: u64) {
             .unwrap();
         assert_eq!(sum(&|s| s["nullCount"][c].as_u64().unwrap()), nulls, "{c}");
     }
+    // The key column is DELTA_BINARY_PACKED (a fold with vectors reads it
+    // from every file a changed key falls in), the others as copied.
+    for path in files.keys() {
+        let file = std::fs::File::open(dir.join(path)).unwrap();
+        let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+        for group in parquet::file::reader::FileReader::metadata(&reader).row_groups() {
+            let id = group.column(0);
+            assert_eq!(id.column_descr().name(), "id");
+            assert!(
+                id.encodings()
+                    .any(|e| e == parquet::basic::Encoding::DELTA_BINARY_PACKED),
+                "{path}: id encoded as {:?}",
+                id.encodings().collect::<Vec<_>>()
+            );
+        }
+    }
     let min = stats
         .iter()
         .map(|s| s["minValues"]["id"].as_u64().unwrap())

@@ -140,6 +140,12 @@ pub struct FoldReport {
     pub files_purged: usize,
     /// Rows whose column chunks a first fold copied from the changelog.
     pub rows_copied: u64,
+    /// Where a fold's time went: reading (and sorting) its changes,
+    /// applying them to the table's files (new files and vectors written),
+    /// and the commit.
+    pub read_ms: u64,
+    pub apply_ms: u64,
+    pub commit_ms: u64,
 }
 
 impl FoldReport {
@@ -157,6 +163,9 @@ impl FoldReport {
         self.vector_bytes += o.vector_bytes;
         self.files_purged += o.files_purged;
         self.rows_copied += o.rows_copied;
+        self.read_ms += o.read_ms;
+        self.apply_ms += o.apply_ms;
+        self.commit_ms += o.commit_ms;
     }
 }
 

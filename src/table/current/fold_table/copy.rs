@@ -1,9 +1,10 @@
 //! A table's first fold when every change puts a new key, in key order (the
 //! chunks of its snapshot): the changelog's column chunks go into the
 //! current table's files as they are, neither decoded nor encoded again.
-//! Only `_seq` and `_ts` are written anew (the changelog stores them as
-//! required columns, the current table as optional ones), from the same
-//! small columns the fold reads anyway to check the order of the keys.
+//! Only the key columns, `_seq` and `_ts` are written anew (the current
+//! table encodes its keys its own way, and the changelog stores `_seq` and
+//! `_ts` as required columns, the current table as optional ones), from the
+//! same small columns the fold reads anyway to check the order of the keys.
 //!
 //! [`plan`] says whether the files allow it: every table column stored
 //! under its current name, with the same Arrow type and the same Parquet
@@ -188,6 +189,7 @@ impl Output<'_> {
                 // The group's keys, `_seq` and `_ts` (a batch never spans
                 // two row groups).
                 let (mut seqs, mut tss) = (Vec::new(), Vec::new());
+                let mut key_cols: Vec<Vec<ArrayRef>> = vec![Vec::new(); target.key_idx.len()];
                 let mut first: Option<Vec<u8>> = None;
                 let mut read = 0;
                 while read < rows {
@@ -211,6 +213,9 @@ impl Output<'_> {
                     }
                     first.get_or_insert_with(|| change.keys.row(0).as_ref().to_vec());
                     last = Some(change.keys.row(n - 1).as_ref().to_vec());
+                    for (k, i) in target.key_idx.iter().enumerate() {
+                        key_cols[k].push(change.values.column(*i).clone());
+                    }
                     seqs.push(change.values.column(ncols).clone());
                     tss.push(change.values.column(ncols + 1).clone());
                     read += n;
@@ -227,7 +232,9 @@ impl Output<'_> {
                 // The bytes of the table columns' chunks.
                 let spans: Vec<(u64, u64)> = leaves
                     .iter()
-                    .map(|j| {
+                    .enumerate()
+                    .filter(|(i, _)| !target.key_idx.contains(i))
+                    .map(|(_, j)| {
                         let c = group.column(*j);
                         let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset());
                         (start.max(0) as u64, c.compressed_size().max(0) as u64)
@@ -237,7 +244,11 @@ impl Output<'_> {
                 let to = spans.iter().map(|s| s.0 + s.1).max().unwrap_or(0);
                 let span = Span {
                     base: from,
-                    bytes: self.ctx.store.get_range(&src.path, from..to).await?,
+                    bytes: match spans.is_empty() {
+                        // Every column is a key column: nothing to copy.
+                        true => Bytes::new(),
+                        false => self.ctx.store.get_range(&src.path, from..to).await?,
+                    },
                 };
 
                 if open.is_none() {
@@ -246,12 +257,33 @@ impl Output<'_> {
                 let Some(file) = open.as_mut() else {
                     unreachable!("opened above")
                 };
-                // Writers for every leaf; the last two are `_seq`'s and `_ts`'s.
-                let mut columns = file.columns.create_column_writers(file.groups)?;
-                let (ts_writer, seq_writer) = (columns.pop(), columns.pop());
+                // The key columns and `_seq` and `_ts` are encoded (the
+                // key as the current table's files encode it: a fold
+                // reads it); the other columns' chunks are copied.
+                let mut encoded: BTreeMap<usize, &[ArrayRef]> = BTreeMap::new();
+                for (k, i) in target.key_idx.iter().enumerate() {
+                    encoded.insert(*i, &key_cols[k]);
+                }
+                encoded.insert(ncols, &seqs);
+                encoded.insert(ncols + 1, &tss);
+                let columns = file.columns.create_column_writers(file.groups)?;
+                if columns.len() != ncols + 2 {
+                    return Err(lake_err(t, "a current table schema without _seq and _ts"));
+                }
                 let mut group_writer = file.writer.next_row_group()?;
-                for j in leaves {
-                    let chunk = group.column(*j);
+                for (i, mut writer) in columns.into_iter().enumerate() {
+                    if let Some(arrays) = encoded.get(&i) {
+                        let field = target.schema.field(i);
+                        for a in arrays.iter() {
+                            for leaf in compute_leaves(field, a)? {
+                                writer.write(&leaf)?;
+                            }
+                        }
+                        writer.close()?.append_to_row_group(&mut group_writer)?;
+                        continue;
+                    }
+                    let j = leaves[i];
+                    let chunk = group.column(j);
                     let close = ColumnCloseResult {
                         bytes_written: chunk.compressed_size().max(0) as u64,
                         rows_written: rows as u64,
@@ -259,27 +291,12 @@ impl Output<'_> {
                         bloom_filter: None,
                         column_index: meta
                             .page_index()
-                            .and_then(|p| p.column_index(g, *j).cloned()),
+                            .and_then(|p| p.column_index(g, j).cloned()),
                         offset_index: meta
                             .page_index()
-                            .and_then(|p| p.offset_index(g, *j).cloned()),
+                            .and_then(|p| p.offset_index(g, j).cloned()),
                     };
                     group_writer.append_column(&span, close)?;
-                }
-                for (k, writer, arrays) in
-                    [(ncols, seq_writer, &seqs), (ncols + 1, ts_writer, &tss)]
-                {
-                    let mut writer =
-                        writer.filter(|_| columns.len() == ncols).ok_or_else(|| {
-                            lake_err(t, "a current table schema without _seq and _ts")
-                        })?;
-                    let field = target.schema.field(k);
-                    for a in arrays.iter() {
-                        for leaf in compute_leaves(field, a)? {
-                            writer.write(&leaf)?;
-                        }
-                    }
-                    writer.close()?.append_to_row_group(&mut group_writer)?;
                 }
                 group_writer.close()?;
                 file.groups += 1;
@@ -302,7 +319,7 @@ impl Output<'_> {
     fn new_copy_file(&mut self, target: &Target<'_>, first: &[u8]) -> Result<CopyFile> {
         let (name, path) = self.next_name();
         let (writer, columns) =
-            ArrowWriter::try_new(Vec::new(), target.schema.clone(), Some(file_properties()?))?
+            ArrowWriter::try_new(Vec::new(), target.schema.clone(), Some(self.props.clone()))?
                 .into_serialized_writer()?;
         let upload = object_store::buffered::BufWriter::new(self.ctx.store.clone(), path.clone());
         self.written.push(path);

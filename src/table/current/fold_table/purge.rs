@@ -90,6 +90,7 @@ pub(super) async fn purge(
         ctx,
         dir,
         schema: schema.clone(),
+        props: keyed_file_properties(&schema, &target.key_idx)?,
         open: None,
         adds: Vec::new(),
         written: Vec::new(),
