@@ -30,10 +30,10 @@ folds = []
 for _, fold in series:
     if fold not in folds:
         folds.append(fold)
-colors = dict(zip(folds, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]))
+colors = dict(zip(folds, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]))
 style = {"auto": ("-", "o"), "never": ("--", "s")}
 
-fig, ax = plt.subplots(figsize=(8, 5.5))
+fig, ax = plt.subplots(figsize=(11, 5.5))
 for (vectors, fold), points in sorted(series.items()):
     points.sort()
     xs = [p[0] for p in points]
@@ -45,9 +45,10 @@ ax.set_yscale("log")
 ax.set_xlabel("table rows")
 ax.set_ylabel("fold time, s (wall)")
 ax.set_title("Current-table fold time against table size\n"
-             "(benches/current.sh, 2 vCPU; changes are a share of the table)")
+             "(benches/current.sh, 2 vCPU; changes are a share of the table,\n"
+             "except \"50000 random\"; \"keys DELTA\": after the key-scan changes)")
 ax.grid(True, which="both", alpha=0.3)
-ax.legend(fontsize=8, loc="lower right")
+ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 fig.tight_layout()
 fig.savefig(out, dpi=110)
 print(f"wrote {out}")

@@ -356,7 +356,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::sink::open_local(dir.path()).unwrap();
         let schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int32, false),
+            Field::new("id", DataType::Int32, true),
             Field::new("v", DataType::Int32, true),
             Field::new("pad", DataType::Utf8, true),
         ]));
