@@ -37,6 +37,7 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::AsyncArrowWriter;
+use parquet::schema::types::ColumnPath;
 use roaring::RoaringTreemap;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -44,7 +45,7 @@ use serde_json::{json, Value};
 use super::matcher::Matcher;
 use crate::error::{Error, Result};
 use crate::table::current::dv;
-use crate::table::files::{open_parquet, open_parquet_leaves};
+use crate::table::files::{open_parquet, open_parquet_leaves, parquet_metadata};
 use crate::table::log::{self, TableState};
 use crate::table::stats;
 
@@ -96,6 +97,27 @@ pub struct Pass<'a> {
     pub stamp: &'a str,
     /// What the commits' `commitInfo` says of the erasure.
     pub info: Value,
+}
+
+/// The columns of the Parquet file `file` written DELTA_BINARY_PACKED.
+async fn delta_columns(
+    store: &Arc<dyn ObjectStore>,
+    file: &Path,
+    size: Option<u64>,
+) -> Result<Vec<ColumnPath>> {
+    let (meta, _) = parquet_metadata(store, file.clone(), size).await?;
+    let Some(group) = meta.row_groups().first() else {
+        return Ok(Vec::new());
+    };
+    Ok(group
+        .columns()
+        .iter()
+        .filter(|c| {
+            c.encodings()
+                .any(|e| e == parquet::basic::Encoding::DELTA_BINARY_PACKED)
+        })
+        .map(|c| c.column_path().clone())
+        .collect())
 }
 
 /// A live file and what replaces it.
@@ -240,6 +262,12 @@ impl Pass<'_> {
             Kind::Current => name,
         };
         let dest = self.file(&rel);
+        // A current table's key columns keep their DELTA_BINARY_PACKED
+        // encoding (a fold scans them).
+        let delta = match self.kind {
+            Kind::Current => delta_columns(&self.store, &file, size).await?,
+            Kind::Changelog => Vec::new(),
+        };
         let mut stream = open_parquet(&self.store, file.clone(), size).await?;
         let mut writer: Option<AsyncArrowWriter<object_store::buffered::BufWriter>> = None;
         let mut base = 0u64;
@@ -252,7 +280,7 @@ impl Pass<'_> {
                 continue;
             }
             if writer.is_none() {
-                writer = Some(self.writer(&dest, &kept)?);
+                writer = Some(self.writer(&dest, &kept, &delta)?);
             }
             if let Some(w) = writer.as_mut() {
                 w.write(&kept).await?;
@@ -292,10 +320,11 @@ impl Pass<'_> {
         &self,
         dest: &Path,
         batch: &RecordBatch,
+        delta: &[ColumnPath],
     ) -> Result<AsyncArrowWriter<object_store::buffered::BufWriter>> {
         let props = match self.kind {
             Kind::Changelog => crate::sink::changelog_properties(&batch.schema())?.build(),
-            Kind::Current => crate::table::current::file_properties()?,
+            Kind::Current => crate::table::current::delta_file_properties(delta)?,
         };
         let upload = object_store::buffered::BufWriter::new(self.store.clone(), dest.clone());
         Ok(AsyncArrowWriter::try_new(

@@ -422,6 +422,29 @@ fn forget_erases_keys_beside_a_running_sidecar_through_a_kill() {
         }
     }
 
+    // Copies of a current table's files keep their integer key
+    // DELTA_BINARY_PACKED (a fold scans it).
+    let mut copies = 0;
+    for add in crate::deletion_vectors::live_files(&current).values() {
+        let path = add["path"].as_str().unwrap();
+        if !path.starts_with("erased-") {
+            continue;
+        }
+        copies += 1;
+        let file = std::fs::File::open(current.join(path)).unwrap();
+        let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+        let meta = parquet::file::reader::FileReader::metadata(&reader);
+        for group in meta.row_groups() {
+            assert!(
+                group.columns().iter().any(|c| c
+                    .encodings()
+                    .any(|e| e == parquet::basic::Encoding::DELTA_BINARY_PACKED)),
+                "{path}: no column DELTA_BINARY_PACKED"
+            );
+        }
+    }
+    assert!(copies > 0, "no erased copy of a current file is live");
+
     // The running sidecar noted the record in a manifest.
     let noted: Vec<Value> = manifest_paths(lake.path())
         .iter()

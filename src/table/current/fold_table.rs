@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use arrow::array::{BinaryArray, BooleanArray};
 use futures::TryStreamExt;
 use parquet::arrow::AsyncArrowWriter;
+use parquet::schema::types::ColumnPath;
 
 use super::super::compaction::plan::LiveFile;
 use super::super::files::{open_parquet, open_parquet_leaves};
@@ -40,11 +41,7 @@ pub(super) use marks::LiveRows;
 /// reading or writing one holds little.
 const ROW_GROUP_BYTES: usize = 8 << 20;
 
-/// How a current table's files are written.
-pub(crate) fn file_properties() -> Result<parquet::file::properties::WriterProperties> {
-    Ok(file_properties_builder()?.build())
-}
-
+/// How a current table's files are written (see [`delta_file_properties`]).
 fn file_properties_builder() -> Result<parquet::file::properties::WriterPropertiesBuilder> {
     Ok(parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::ZSTD(
@@ -64,20 +61,32 @@ fn keyed_file_properties(
     schema: &arrow::datatypes::Schema,
     key_idx: &[usize],
 ) -> Result<parquet::file::properties::WriterProperties> {
+    let delta: Vec<ColumnPath> = key_idx
+        .iter()
+        .map(|i| schema.field(*i))
+        .filter(|f| {
+            f.data_type().is_integer()
+                || matches!(
+                    f.data_type(),
+                    DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)
+                )
+        })
+        .map(|f| ColumnPath::from(f.name().as_str()))
+        .collect();
+    delta_file_properties(&delta)
+}
+
+/// The same with the columns `delta` DELTA_BINARY_PACKED (a rewrite of a
+/// file keeps the encoding of its key columns).
+pub(crate) fn delta_file_properties(
+    delta: &[ColumnPath],
+) -> Result<parquet::file::properties::WriterProperties> {
     let mut props = file_properties_builder()?;
-    for i in key_idx {
-        let field = schema.field(*i);
-        let integer = field.data_type().is_integer()
-            || matches!(
-                field.data_type(),
-                DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)
-            );
-        if integer {
-            props = props.set_column_encoding(
-                parquet::schema::types::ColumnPath::from(field.name().as_str()),
-                parquet::basic::Encoding::DELTA_BINARY_PACKED,
-            );
-        }
+    for column in delta {
+        props = props.set_column_encoding(
+            column.clone(),
+            parquet::basic::Encoding::DELTA_BINARY_PACKED,
+        );
     }
     Ok(props.build())
 }

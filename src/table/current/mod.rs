@@ -703,7 +703,7 @@ async fn remove_unfinished(
 }
 
 mod fold_table;
-pub(crate) use fold_table::file_properties;
+pub(crate) use fold_table::delta_file_properties;
 use fold_table::{fold_table, Base};
 
 /// What a planned fold starts from.

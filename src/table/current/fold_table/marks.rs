@@ -361,17 +361,10 @@ mod tests {
             Field::new("pad", DataType::Utf8, true),
         ]));
         let variants: Vec<(&str, parquet::file::properties::WriterProperties)> = vec![
-            ("plain", file_properties().unwrap()),
+            ("plain", delta_file_properties(&[]).unwrap()),
             (
                 "delta",
-                file_properties()
-                    .unwrap()
-                    .into_builder()
-                    .set_column_encoding(
-                        parquet::schema::types::ColumnPath::from("id"),
-                        parquet::basic::Encoding::DELTA_BINARY_PACKED,
-                    )
-                    .build(),
+                delta_file_properties(&[parquet::schema::types::ColumnPath::from("id")]).unwrap(),
             ),
         ];
         for (name, props) in variants {
