@@ -11,10 +11,11 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, TryFutureExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
 use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStream};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use roaring::RoaringTreemap;
 
 use crate::error::Result;
 
@@ -22,6 +23,7 @@ use crate::error::Result;
 pub(crate) const READ_BATCH_ROWS: usize = 4096;
 
 /// A Parquet file in the store, read by ranges.
+#[derive(Clone)]
 pub(crate) struct StoreFile {
     store: Arc<dyn ObjectStore>,
     path: Path,
@@ -72,7 +74,11 @@ impl AsyncFileReader for StoreFile {
 impl StoreFile {
     /// The file at `path`, of `size` bytes when known (else asked of the
     /// store).
-    async fn open(store: &Arc<dyn ObjectStore>, path: Path, size: Option<u64>) -> Result<Self> {
+    pub(crate) async fn open(
+        store: &Arc<dyn ObjectStore>,
+        path: Path,
+        size: Option<u64>,
+    ) -> Result<Self> {
         let size = match size.filter(|s| *s > 0) {
             Some(s) => s,
             None => store.head(&path).await?.size,
@@ -116,9 +122,29 @@ pub(crate) async fn open_parquet_leaves(
     size: Option<u64>,
     wanted: impl Fn(&[String]) -> bool,
 ) -> Result<ParquetRecordBatchStream<StoreFile>> {
+    open_parquet_rows(store, path, size, wanted, None).await
+}
+
+/// The same, and with `rows` only the rows at those positions of the file:
+/// the rows between them are skipped rather than decoded, and pages that
+/// hold none of them are not read (the file's page index says where they
+/// are).
+pub(crate) async fn open_parquet_rows(
+    store: &Arc<dyn ObjectStore>,
+    path: Path,
+    size: Option<u64>,
+    wanted: impl Fn(&[String]) -> bool,
+    rows: Option<&RoaringTreemap>,
+) -> Result<ParquetRecordBatchStream<StoreFile>> {
     let file = StoreFile::open(store, path, size).await?;
-    let builder = ParquetRecordBatchStreamBuilder::new(file).await?;
+    let options = match rows {
+        Some(_) => ArrowReaderOptions::new()
+            .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Optional),
+        None => ArrowReaderOptions::new(),
+    };
+    let builder = ParquetRecordBatchStreamBuilder::new_with_options(file, options).await?;
     let descr = builder.metadata().file_metadata().schema_descr_ptr();
+    let total = builder.metadata().file_metadata().num_rows().max(0) as u64;
     let leaves = descr
         .columns()
         .iter()
@@ -126,8 +152,63 @@ pub(crate) async fn open_parquet_leaves(
         .filter(|(_, c)| wanted(c.path().parts()))
         .map(|(i, _)| i);
     let mask = parquet::arrow::ProjectionMask::leaves(&descr, leaves);
-    Ok(builder
+    let mut builder = builder
         .with_projection(mask)
-        .with_batch_size(READ_BATCH_ROWS)
-        .build()?)
+        .with_batch_size(READ_BATCH_ROWS);
+    if let Some(rows) = rows {
+        builder = builder.with_row_selection(selection(rows, total));
+    }
+    Ok(builder.build()?)
+}
+
+/// The rows at `rows` (below `total`) of a file of `total` rows, as runs of
+/// rows selected and skipped.
+fn selection(rows: &RoaringTreemap, total: u64) -> RowSelection {
+    let mut selectors = Vec::new();
+    let mut next = 0u64;
+    let mut run: Option<(u64, u64)> = None;
+    let mut close = |(from, to): (u64, u64), selectors: &mut Vec<RowSelector>| {
+        if from > next {
+            selectors.push(RowSelector::skip((from - next) as usize));
+        }
+        selectors.push(RowSelector::select((to - from) as usize));
+        next = to;
+    };
+    for p in rows.iter().take_while(|p| *p < total) {
+        run = match run {
+            Some((from, to)) if to == p => Some((from, p + 1)),
+            Some(done) => {
+                close(done, &mut selectors);
+                Some((p, p + 1))
+            }
+            None => Some((p, p + 1)),
+        };
+    }
+    if let Some(done) = run {
+        close(done, &mut selectors);
+    }
+    if total > next {
+        selectors.push(RowSelector::skip((total - next) as usize));
+    }
+    RowSelection::from(selectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_selection_names_the_rows_and_skips_the_rest() {
+        let rows: RoaringTreemap = [0u64, 1, 2, 5, 9, 10, 30].into_iter().collect();
+        let sel = selection(&rows, 12);
+        let runs: Vec<(bool, usize)> = sel.iter().map(|s| (s.skip, s.row_count)).collect();
+        assert_eq!(
+            runs,
+            vec![(false, 3), (true, 2), (false, 1), (true, 3), (false, 2), (true, 1)]
+        );
+        assert_eq!(sel.row_count(), 6);
+        let none = selection(&RoaringTreemap::new(), 4);
+        assert_eq!(none.row_count(), 0);
+        assert_eq!(none.skipped_row_count(), 4);
+    }
 }

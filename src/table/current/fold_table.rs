@@ -27,6 +27,8 @@ use super::*;
 
 mod changes;
 mod copy;
+mod key_runs;
+mod keys;
 mod marks;
 mod output;
 mod purge;
@@ -34,6 +36,7 @@ use changes::{
     in_key_order, last_changes, live_sources, manifest_sources, read_change_rows, source_bytes,
     ChangeStream,
 };
+use key_runs::runs_column;
 pub(super) use marks::LiveRows;
 pub(crate) use output::delta_file_properties;
 use output::{keyed_file_properties, Output, ROW_GROUP_BYTES};
@@ -513,6 +516,7 @@ pub(super) async fn fold_table(
         dir: &dir,
         schema: schema.clone(),
         props: keyed_file_properties(&schema, &target.key_idx)?,
+        runs_column: runs_column(&schema, &target.key_idx),
         open: None,
         adds: Vec::new(),
         written: Vec::new(),

@@ -5,7 +5,7 @@
 use parquet::arrow::async_reader::ParquetRecordBatchStream;
 use roaring::RoaringTreemap;
 
-use super::super::super::files::StoreFile;
+use super::super::super::files::{open_parquet_rows, StoreFile};
 use super::super::sort::{run_schema, RUN_BATCH_ROWS, VALUES};
 use super::*;
 
@@ -225,14 +225,9 @@ pub(super) async fn open_source(
     .await
 }
 
-/// How many of the positions `from..to` `rows` holds.
-fn selected_in(rows: &RoaringTreemap, from: u64, to: u64) -> u64 {
-    let upto = |p: u64| if p == 0 { 0 } else { rows.rank(p - 1) };
-    upto(to) - upto(from)
-}
-
 /// Reads the rows of `sources` into `sorter`; with `selected`, only the
-/// rows it names (by source, their positions in the file).
+/// rows it names (by source, their positions in the file): the others are
+/// skipped by the Parquet reader, not decoded.
 pub(super) async fn read_change_rows(
     ctx: &Ctx<'_>,
     t: &FoldTable,
@@ -247,21 +242,15 @@ pub(super) async fn read_change_rows(
         if rows.is_some_and(RoaringTreemap::is_empty) {
             continue;
         }
-        let mut stream = open_source(ctx, src, &names, target, false).await?;
-        let mut at = 0u64;
+        let mut stream = open_parquet_rows(
+            &ctx.store,
+            src.path.clone(),
+            src.bytes,
+            |path| wanted(path, &names, &target.key_idx, false),
+            rows,
+        )
+        .await?;
         while let Some(batch) = stream.try_next().await? {
-            let n = batch.num_rows() as u64;
-            let (from, to) = (at, at + n);
-            at = to;
-            let batch = match rows.map(|rows| (rows, selected_in(rows, from, to))) {
-                Some((_, 0)) => continue,
-                Some((rows, k)) if k < n => {
-                    let keep: BooleanArray = (from..to).map(|p| Some(rows.contains(p))).collect();
-                    arrow::compute::filter_record_batch(&batch, &keep)
-                        .map_err(|e| lake_err(t, e))?
-                }
-                _ => batch,
-            };
             for (range, sources) in src.ranges.iter().zip(&names) {
                 if range.lo == i64::MIN && range.hi == i64::MAX {
                     add_change_batch(t, src, &batch, sources, target, sorter)?;

@@ -25,6 +25,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::super::super::files::parquet_metadata;
 use super::changes::{ascending, change_rows, open_source, puts, stored_names, ChangeSource};
+use super::key_runs::{KeyRuns, RUNS_KEY};
 use super::*;
 
 /// Files whose row groups hold fewer rows than this on average (a stream's
@@ -156,6 +157,7 @@ struct CopyFile {
     first: Vec<u8>,
     last: Vec<u8>,
     groups: usize,
+    runs: Option<KeyRuns>,
 }
 
 impl CopyFile {
@@ -264,6 +266,11 @@ impl Output<'_> {
                 for (k, i) in target.key_idx.iter().enumerate() {
                     encoded.insert(*i, &key_cols[k]);
                 }
+                if let Some(runs) = file.runs.as_mut() {
+                    for keys in &key_cols[0] {
+                        runs.push(keys.as_ref());
+                    }
+                }
                 encoded.insert(ncols, &seqs);
                 encoded.insert(ncols + 1, &tss);
                 let columns = file.columns.create_column_writers(file.groups)?;
@@ -331,10 +338,18 @@ impl Output<'_> {
             first: first.to_vec(),
             last: Vec::new(),
             groups: 0,
+            runs: self.runs_column.map(|_| KeyRuns::default()),
         })
     }
 
     async fn finish_copy_file(&mut self, mut file: CopyFile) -> Result<()> {
+        if let Some(runs) = file.runs.as_ref().and_then(KeyRuns::encode) {
+            file.writer
+                .append_key_value_metadata(parquet::file::metadata::KeyValue::new(
+                    RUNS_KEY.to_string(),
+                    runs,
+                ));
+        }
         let meta = file.writer.finish()?;
         file.drain().await?;
         file.upload.shutdown().await?;

@@ -4,6 +4,9 @@
 use parquet::arrow::AsyncArrowWriter;
 use parquet::schema::types::ColumnPath;
 
+use parquet::file::metadata::KeyValue;
+
+use super::key_runs::{KeyRuns, RUNS_KEY};
 use super::*;
 
 /// Row groups of a current table's files stay below this (encoded), so that
@@ -22,10 +25,12 @@ fn file_properties_builder() -> Result<parquet::file::properties::WriterProperti
 
 /// The same for a table whose key columns are `key_idx` of `schema`:
 /// integer-like key columns are DELTA_BINARY_PACKED. A fold with deletion
-/// vectors reads the key column of every file a changed key falls in;
-/// sorted keys so encoded take a few bits a row, and decode several times
-/// faster than zstd-compressed plain values (the decompression was half
-/// of such a fold's time).
+/// vectors reads the key pages of the files a changed key falls in (unless
+/// the footer holds the key's runs); sorted keys so encoded take a few bits
+/// a row, and decode several times faster than zstd-compressed plain values
+/// (the decompression was half of such a fold's time). Smaller key pages
+/// (1,024 rows) would let a fold skip more of them, but cost more than they
+/// save (`bench_key_scan`).
 pub(super) fn keyed_file_properties(
     schema: &arrow::datatypes::Schema,
     key_idx: &[usize],
@@ -66,6 +71,7 @@ pub(super) struct OpenFile {
     name: String,
     first: Vec<u8>,
     last: Vec<u8>,
+    runs: Option<KeyRuns>,
 }
 
 /// The new files of a fold, written as rows arrive in key order and cut
@@ -75,6 +81,8 @@ pub(super) struct Output<'a> {
     pub dir: &'a Path,
     pub schema: SchemaRef,
     pub props: parquet::file::properties::WriterProperties,
+    /// The one integer key column, whose runs go into each file's footer.
+    pub runs_column: Option<usize>,
     pub open: Option<OpenFile>,
     pub adds: Vec<Value>,
     pub written: Vec<Path>,
@@ -107,11 +115,15 @@ impl Output<'_> {
                 name,
                 first: first.to_vec(),
                 last: Vec::new(),
+                runs: self.runs_column.map(|_| KeyRuns::default()),
             });
         }
         let Some(open) = self.open.as_mut() else {
             return Ok(());
         };
+        if let (Some(runs), Some(i)) = (open.runs.as_mut(), self.runs_column) {
+            runs.push(batch.column(i).as_ref());
+        }
         open.writer.write(batch).await?;
         open.last = last.to_vec();
         let size = open.writer.bytes_written() + open.writer.in_progress_size();
@@ -126,6 +138,10 @@ impl Output<'_> {
         let Some(mut open) = self.open.take() else {
             return Ok(());
         };
+        if let Some(runs) = open.runs.as_ref().and_then(KeyRuns::encode) {
+            open.writer
+                .append_key_value_metadata(KeyValue::new(RUNS_KEY.to_string(), runs));
+        }
         let meta = open.writer.finish().await?;
         let size = open.writer.bytes_written() as u64;
         self.added(open.name, size, &meta, &open.first, &open.last);

@@ -91,6 +91,7 @@ pub(super) async fn purge(
         dir,
         schema: schema.clone(),
         props: keyed_file_properties(&schema, &target.key_idx)?,
+        runs_column: runs_column(&schema, &target.key_idx),
         open: None,
         adds: Vec::new(),
         written: Vec::new(),
