@@ -31,7 +31,12 @@ for _, fold in series:
     if fold not in folds:
         folds.append(fold)
 colors = dict(zip(folds, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]))
-style = {"auto": ("-", "o"), "never": ("--", "s")}
+style = {
+    "auto": ("-", "o"),
+    "never": ("--", "s"),
+    "auto (keys DELTA)": (":", "^"),
+    "auto (key runs)": ("-.", "D"),
+}
 
 fig, ax = plt.subplots(figsize=(11, 5.5))
 for (vectors, fold), points in sorted(series.items()):
@@ -46,7 +51,8 @@ ax.set_xlabel("table rows")
 ax.set_ylabel("fold time, s (wall)")
 ax.set_title("Current-table fold time against table size\n"
              "(benches/current.sh, 2 vCPU; changes are a share of the table,\n"
-             "except \"50000 random\"; \"keys DELTA\": after the key-scan changes)")
+             "except \"50000 random\"; \"keys DELTA\": after the key-scan changes;\n"
+             "\"key runs\": keys found by the runs in each file's footer)")
 ax.grid(True, which="both", alpha=0.3)
 ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 fig.tight_layout()

@@ -204,7 +204,14 @@ mod tests {
         let runs: Vec<(bool, usize)> = sel.iter().map(|s| (s.skip, s.row_count)).collect();
         assert_eq!(
             runs,
-            vec![(false, 3), (true, 2), (false, 1), (true, 3), (false, 2), (true, 1)]
+            vec![
+                (false, 3),
+                (true, 2),
+                (false, 1),
+                (true, 3),
+                (false, 2),
+                (true, 1)
+            ]
         );
         assert_eq!(sel.row_count(), 6);
         let none = selection(&RoaringTreemap::new(), 4);

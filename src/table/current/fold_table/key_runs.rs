@@ -96,24 +96,47 @@ fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u128> {
 impl KeyRuns {
     /// Takes the next keys of the file (a column of its rows in order).
     pub fn push(&mut self, keys: &dyn Array) {
+        macro_rules! each {
+            ($t:ty) => {
+                for v in keys.as_primitive::<$t>().values() {
+                    if !self.take(*v as i128) {
+                        return;
+                    }
+                }
+            };
+        }
         if self.broken {
             return;
         }
-        let Some(values) = integers(keys) else {
+        if keys.null_count() > 0 {
             self.broken = true;
             return;
-        };
-        for k in values {
-            match self.runs.last() {
-                Some(&(start, row)) if k == start + (self.rows - row) as i128 => {}
-                Some(&(start, row)) if k < start + (self.rows - row) as i128 => {
-                    self.broken = true;
-                    return;
-                }
-                _ => self.runs.push((k, self.rows)),
-            }
-            self.rows += 1;
         }
+        match keys.data_type() {
+            DataType::Int8 => each!(Int8Type),
+            DataType::Int16 => each!(Int16Type),
+            DataType::Int32 => each!(Int32Type),
+            DataType::Int64 => each!(Int64Type),
+            DataType::UInt8 => each!(UInt8Type),
+            DataType::UInt16 => each!(UInt16Type),
+            DataType::UInt32 => each!(UInt32Type),
+            DataType::UInt64 => each!(UInt64Type),
+            _ => self.broken = true,
+        }
+    }
+
+    /// Takes the next key; false once the keys seen are not ascending.
+    fn take(&mut self, k: i128) -> bool {
+        match self.runs.last() {
+            Some(&(start, row)) if k == start + (self.rows - row) as i128 => {}
+            Some(&(start, row)) if k < start + (self.rows - row) as i128 => {
+                self.broken = true;
+                return false;
+            }
+            _ => self.runs.push((k, self.rows)),
+        }
+        self.rows += 1;
+        true
     }
 
     /// The footer value of these runs, unless they are too many.
