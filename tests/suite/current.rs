@@ -796,6 +796,14 @@ fn bench_fold_steps(rows: u64, mode: &str, file_size: &str, backend: Backend) {
             .find_map(|l| l.strip_prefix("peak_rss_kib="))
             .and_then(|v| v.trim().parse().ok())
             .expect("peak RSS from /usr/bin/time");
+        // Why a first fold did not copy the changelog's chunks (logged at
+        // debug level: RUST_LOG=info,sluice=debug).
+        for line in String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| l.contains("decodes its changes"))
+        {
+            println!("<!-- {line} -->");
+        }
         let lake = test_lake.read();
         let dir = current_dir(&lake.root, &db, "big");
         let live = crate::deletion_vectors::live_files(&dir);

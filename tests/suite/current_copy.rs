@@ -216,6 +216,33 @@ fn copied_table(vectors: &str, backend: Backend, seed_default: u64) {
             &current_rows(&dir, &plain, None),
         );
     }
+
+    // Inserts of keys after every row of the table (an auto-increment
+    // table's load): with vectors, the fold copies their chunks too and
+    // leaves the table's files as they are; copy-on-write decodes them.
+    const MORE: u64 = 18_000;
+    db.sql(&format!(
+        "INSERT INTO shop.wide (id, n, s, big) SELECT {} + seq, seq, CONCAT('more ', seq), REPEAT('y', seq % 50)
+         FROM shop.seq_1_to_{MORE};",
+        ROWS + 1000
+    ));
+    let out = sluice.run_until_caught_up_ok();
+    let want = if vectors == "auto" { MORE } else { 0 };
+    assert_eq!(
+        fold_figures(&out.stderr, "rows_copied"),
+        want,
+        "rows copied by a fold of appended keys (seed {seed}, vectors {vectors})"
+    );
+    if vectors == "auto" {
+        // No file of the table rewritten.
+        assert_eq!(fold_figures(&out.stderr, "bytes_removed"), 0);
+    }
+    let dir = current_dir(&test_lake.read().root, &db, "wide");
+    assert_same_table(
+        &format!("shop.wide after appended keys (seed {seed}, vectors {vectors})"),
+        &source_rows(&db, "wide", &plain),
+        &current_rows(&dir, &plain, None),
+    );
 }
 
 #[test]

@@ -525,11 +525,19 @@ pub(super) async fn fold_table(
     };
     // Files whose vectors grow: their `add` again, with the new vector.
     let mut marked: Vec<(String, Value)> = Vec::new();
-    // A first fold of new keys in key order copies the changelog's column
-    // chunks when their shapes allow it. An error here (a file another
-    // writer removed) is met again below.
+    // A fold of new keys in key order copies the changelog's column chunks
+    // when their shapes allow it: a first fold, or (with vectors) one whose
+    // keys all come after every row of the table's files, whose files then
+    // stay as they are (inserts of ascending keys). An error here (a file
+    // another writer removed) is met again below.
+    let appends = |o: &changes::InOrder| {
+        let after_all = o.first.as_ref().is_some_and(|first| {
+            ranged.len() == base_files.len() && ranged.iter().all(|(_, r)| r.last < *first)
+        });
+        base_files.is_empty() || (vectors && reshape.is_none() && after_all)
+    };
     let copy = match &in_order {
-        Some(o) if o.puts_only && base_files.is_empty() && !full => {
+        Some(o) if o.puts_only && !full && appends(o) => {
             copy::plan(ctx, t, &manifest, &target).await.unwrap_or(None)
         }
         _ => None,

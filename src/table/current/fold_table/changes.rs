@@ -518,6 +518,7 @@ pub(super) async fn in_key_order(
     let mut found = InOrder {
         changes: 0,
         puts_only: true,
+        first: None,
     };
     for src in sources {
         let names = stored_names(t, src, target);
@@ -529,6 +530,9 @@ pub(super) async fn in_key_order(
             }
             let n = rows.keys.num_rows();
             if n > 0 {
+                found
+                    .first
+                    .get_or_insert_with(|| rows.keys.row(0).as_ref().to_vec());
                 last = Some(rows.keys.row(n - 1).as_ref().to_vec());
             }
             found.puts_only &= (0..n).all(|r| puts(rows.op(r)));
@@ -543,6 +547,8 @@ pub(super) struct InOrder {
     pub changes: usize,
     /// Whether every change puts a row (none deletes one).
     pub puts_only: bool,
+    /// The key of the first change (the least), in the row format.
+    pub first: Option<Vec<u8>>,
 }
 
 /// Whether the changes of `rows` follow a change with key `after` in key
