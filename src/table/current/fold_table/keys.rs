@@ -19,7 +19,7 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::async_reader::ParquetRecordBatchStream;
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
-use parquet::file::metadata::PageIndexPolicy;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
 
 use super::super::super::files::{StoreFile, READ_BATCH_ROWS};
 use super::key_runs::{integers, KeyRuns, RUNS_KEY};
@@ -211,12 +211,18 @@ impl KeyCursor {
             [name] => key_runs(&meta, name),
             _ => None,
         };
+        // Without runs, the page index too (the footer already read is
+        // kept: only the index's bytes are fetched).
         let meta = match runs {
             Some(_) => meta,
             None => {
+                let mut reader =
+                    ParquetMetaDataReader::new_with_metadata(meta.metadata().as_ref().clone())
+                        .with_page_index_policy(PageIndexPolicy::Optional);
+                reader.load_page_index(&mut file).await?;
                 let options =
                     ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-                ArrowReaderMetadata::load_async(&mut file, options).await?
+                ArrowReaderMetadata::try_new(Arc::new(reader.finish()?), options)?
             }
         };
         let descr = meta.metadata().file_metadata().schema_descr_ptr();
