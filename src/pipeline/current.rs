@@ -263,6 +263,7 @@ fn log_outcome(done: Option<Outcome>) -> bool {
             bytes_added = r.bytes_added,
             bytes_removed = r.bytes_removed,
             spilled_runs = r.spilled_runs,
+            rows_sorted = r.rows_sorted,
             manifests_read = r.manifests_read,
             rows_marked = r.rows_marked,
             files_marked = r.files_marked,

@@ -23,6 +23,7 @@ mod compressed;
 mod current;
 mod current_copy;
 mod current_key_order;
+mod current_passes;
 mod ddl_corpus;
 mod deletion_vectors;
 mod delta;

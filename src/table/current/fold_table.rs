@@ -12,7 +12,11 @@
 //! its snapshot, whose chunks are read in key order — skip the sorter: a
 //! first pass over their key columns finds them in order, and the fold reads
 //! them again as they are while it writes ([`changes::ChangeStream`]), so
-//! they are never copied into runs nor spilled.
+//! they are never copied into runs nor spilled. So do the last changes of
+//! a fold read in two passes when they come in key order (a bulk INSERT,
+//! then an UPDATE and a DELETE of its rows in key order): the second pass
+//! reads the rows that put as they are and merges in the keys removed,
+//! which the first kept aside.
 
 use std::collections::BTreeMap;
 
@@ -27,6 +31,7 @@ use super::*;
 
 mod changes;
 mod copy;
+mod dense;
 mod key_runs;
 mod keys;
 mod marks;
@@ -65,7 +70,7 @@ enum Changes<'a> {
     /// Sorted (and maybe spilled) by a [`Sorter`].
     Sorted(Merge),
     /// Read again as they are: they came in key order.
-    InOrder(ChangeStream<'a>),
+    InOrder(Box<ChangeStream<'a>>),
 }
 
 impl Changes<'_> {
@@ -416,17 +421,36 @@ pub(super) async fn fold_table(
     // from the key columns, then only those rows (`last_changes`).
     let two_passes = in_order.is_none() && source_bytes(&manifest) > ctx.budget as u64 / 16;
     let mut counted = None;
+    // The rows of the manifests' files that the second pass reads (all
+    // when `None`). When they come in key order (a bulk UPDATE or DELETE
+    // of keys a bulk INSERT wrote before it), they skip the sorter too.
+    let mut selected = None;
+    // Those of them that put, and the keys removed, when they need no sorting.
+    let mut ordered = None;
     // The manifests' files first: the log need not be read unless another
     // writer removed one of them (OPTIMIZE; VACUUM may have deleted it).
     let read = match in_order {
         Some(_) => Ok(()),
-        None if two_passes => match last_changes(ctx, t, &manifest, &target).await {
-            Ok((selected, changes)) => {
-                counted = Some(changes);
-                read_change_rows(ctx, t, &manifest, &target, &mut sorter, Some(&selected)).await
+        None if two_passes => {
+            match last_changes(ctx, t, &manifest, &target, !base_files.is_empty()).await {
+                Ok(last) => {
+                    counted = Some(last.changes);
+                    let picked = selected.insert(last.selected);
+                    match last.in_order {
+                        Some(o) => {
+                            in_order = Some(o.found);
+                            ordered = Some((o.puts, o.removals));
+                            Ok(())
+                        }
+                        None => {
+                            read_change_rows(ctx, t, &manifest, &target, &mut sorter, Some(picked))
+                                .await
+                        }
+                    }
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => Err(e),
-        },
+        }
         None => read_change_rows(ctx, t, &manifest, &target, &mut sorter, None).await,
     };
     if let Err(e) = read {
@@ -435,6 +459,9 @@ pub(super) async fn fold_table(
                 tracing::info!(table = %t.name(), error = %e, "a changelog file of the fold was removed from its Delta table by another writer; reading its rows from the live files");
                 sorter = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
                 counted = None;
+                selected = None;
+                in_order = None;
+                ordered = None;
                 read_change_rows(ctx, t, &sources, &target, &mut sorter, None).await?;
             }
             None => return Err(e),
@@ -485,7 +512,7 @@ pub(super) async fn fold_table(
     let full = sorter.truncated() || (unranged && !base_files.is_empty());
     if full && in_order.take().is_some() {
         // The table is rebuilt through the sorter: its changes go there too.
-        read_change_rows(ctx, t, &manifest, &target, &mut sorter, None).await?;
+        read_change_rows(ctx, t, &manifest, &target, &mut sorter, selected.as_deref()).await?;
     }
     if full {
         if !sorter.truncated() {
@@ -510,6 +537,7 @@ pub(super) async fn fold_table(
         ranged.clear();
     }
     let spilled = sorter.spilled_runs();
+    let sorted = sorter.changes();
     let ranges: Vec<FileRange> = ranged.iter().map(|r| r.1.clone()).collect();
     let out = Output {
         ctx,
@@ -537,13 +565,28 @@ pub(super) async fn fold_table(
         base_files.is_empty() || (vectors && reshape.is_none() && after_all)
     };
     let copy = match &in_order {
-        Some(o) if o.puts_only && !full && appends(o) => {
+        Some(o) if o.puts_only && selected.is_none() && !full && appends(o) => {
             copy::plan(ctx, t, &manifest, &target).await.unwrap_or(None)
         }
         _ => None,
     };
+    let puts_read;
     let changes = match in_order {
-        Some(_) => Changes::InOrder(ChangeStream::new(ctx, t, &manifest, &target)),
+        Some(_) => {
+            let (puts, removals) = match ordered {
+                Some((puts, removals)) => (Some(puts), Some(removals)),
+                None => (None, None),
+            };
+            puts_read = puts;
+            Changes::InOrder(Box::new(ChangeStream::new(
+                ctx,
+                t,
+                &manifest,
+                puts_read.as_deref(),
+                removals,
+                &target,
+            )))
+        }
         None => Changes::Sorted(sorter.finish()?),
     };
     let run = if let Some(plan) = copy {
@@ -606,6 +649,7 @@ pub(super) async fn fold_table(
     };
     removed.extend(rewritten);
     report.spilled_runs = spilled;
+    report.rows_sorted = sorted;
 
     // The commit: files out, files in, the shape and the seq folded.
     let fields: Vec<arrow::datatypes::Field> =

@@ -128,6 +128,9 @@ pub struct FoldReport {
     /// Sorted runs of changes that went to disk (the fold's memory share
     /// was full).
     pub spilled_runs: usize,
+    /// Changes that went through the sorter (rows of the table's files
+    /// too, when it is rebuilt); changes that come in key order do not.
+    pub rows_sorted: usize,
     /// Manifests read for their changes.
     pub manifests_read: u64,
     /// Rows newly marked deleted in deletion vectors, and the files whose
@@ -157,6 +160,7 @@ impl FoldReport {
         self.bytes_removed += o.bytes_removed;
         self.changed_rows += o.changed_rows;
         self.spilled_runs += o.spilled_runs;
+        self.rows_sorted += o.rows_sorted;
         self.manifests_read += o.manifests_read;
         self.rows_marked += o.rows_marked;
         self.files_marked += o.files_marked;

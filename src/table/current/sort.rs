@@ -41,11 +41,12 @@ use merge::Source;
 
 /// Column of a run batch: the key.
 pub const KEY: usize = 0;
+/// Column of a run batch: the change's `_seq`.
+pub const SEQ: usize = 1;
 /// Column of a run batch: whether the change removes the key.
 pub const REMOVED: usize = 2;
 /// The first column of the row a change puts.
 pub const VALUES: usize = 3;
-const SEQ: usize = 1;
 
 /// Rows per batch of a run at most (and so per batch a [`Merge`] holds per
 /// run); fewer for wide rows, so that [`FAN_IN`] batches fit the budget.

@@ -2,11 +2,12 @@
 //! fold, or, where another writer replaced them (OPTIMIZE, then VACUUM), the
 //! same `_seq` ranges from the live files of the changelog's Delta log.
 
+use arrow::array::{Array, BinaryArray, BooleanArray, Int64Array};
 use parquet::arrow::async_reader::ParquetRecordBatchStream;
 use roaring::RoaringTreemap;
 
 use super::super::super::files::{open_parquet_rows, StoreFile};
-use super::super::sort::{run_schema, RUN_BATCH_ROWS, VALUES};
+use super::super::sort::{run_schema, KEY, RUN_BATCH_ROWS, SEQ, VALUES};
 use super::*;
 
 /// A changelog file a fold reads, and which of its rows it takes.
@@ -23,12 +24,18 @@ pub(super) struct ChangeSource {
 /// The rows with `_seq` in `lo..hi`, written in schema `version`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct SeqRange {
-    lo: i64,
-    hi: i64,
+    pub(super) lo: i64,
+    pub(super) hi: i64,
     version: u32,
 }
 
 impl ChangeSource {
+    /// Whether every row of the file is taken (not a file another writer
+    /// made of several).
+    pub(super) fn whole(&self) -> bool {
+        matches!(self.ranges.as_slice(), [r] if r.lo == i64::MIN && r.hi == i64::MAX)
+    }
+
     fn manifest_file(f: &DataFile) -> ChangeSource {
         ChangeSource {
             path: stored_path(&f.path),
@@ -288,13 +295,13 @@ pub(super) struct ChangeRows {
     /// The before image's key of each row, when the batch has `_before`.
     before: Option<Rows>,
     /// Whether an update moves its row to another key.
-    moved: Vec<bool>,
+    pub(super) moved: Vec<bool>,
     seqs: ArrayRef,
     ops: ArrayRef,
 }
 
 impl ChangeRows {
-    fn seq(&self, r: usize) -> i64 {
+    pub(super) fn seq(&self, r: usize) -> i64 {
         self.seqs
             .as_primitive::<arrow::datatypes::Int64Type>()
             .value(r)
@@ -429,36 +436,45 @@ pub(super) fn add_change_batch(
 /// so it gives the same as a pass over every row. The positions take at
 /// most a few bytes a row named (a compressed bitmap); the keys are sorted
 /// in the fold's memory budget. Also the changes, counted as the sorter
-/// counts them.
+/// counts them, and whether the rows named come in key order.
 pub(super) async fn last_changes(
     ctx: &Ctx<'_>,
     t: &FoldTable,
     sources: &[ChangeSource],
     target: &Target<'_>,
-) -> Result<(Vec<RoaringTreemap>, usize)> {
-    // A change's position: its source in the high bits, its row below.
+    removals_matter: bool,
+) -> Result<LastChanges> {
+    // A change's position: its source in the high bits, its row below;
+    // the top bit set for a delete.
     const ROW_BITS: u32 = 40;
+    const ROW_MASK: u64 = (1 << ROW_BITS) - 1;
+    const REMOVES: u64 = 1 << 63;
+    if let Some(found) = dense::last_changes(ctx, t, sources, target, removals_matter).await? {
+        return Ok(found);
+    }
     let schema = Arc::new(arrow::datatypes::Schema::new(vec![
         arrow::datatypes::Field::new("sluice.position", DataType::UInt64, true),
     ]));
     let mut keys = Sorter::new(schema.clone(), ctx.budget, &ctx.spill_root);
     let mut selected = vec![RoaringTreemap::new(); sources.len()];
     let mut truncates = 0;
+    let mut moves = false;
     for (i, src) in sources.iter().enumerate() {
         let names = stored_names(t, src, target);
         let mut stream = open_source(ctx, src, &names, target, true).await?;
         let mut at = 0u64;
         while let Some(batch) = stream.try_next().await? {
             let n = batch.num_rows();
-            let positions = arrow::array::UInt64Array::from_iter_values(
-                (0..n as u64).map(|r| ((i as u64) << ROW_BITS) | (at + r)),
-            );
-            let vb = keys.add_values(
-                RecordBatch::try_new(schema.clone(), vec![Arc::new(positions)])
-                    .map_err(|e| lake_err(t, e))?,
-            );
             for (range, names) in src.ranges.iter().zip(&names) {
                 let rows = change_rows(t, src, &batch, names, target)?;
+                let positions = arrow::array::UInt64Array::from_iter_values((0..n).map(|r| {
+                    let deletes = if rows.op(r) == "delete" { REMOVES } else { 0 };
+                    deletes | ((i as u64) << ROW_BITS) | (at + r as u64)
+                }));
+                let vb = keys.add_values(
+                    RecordBatch::try_new(schema.clone(), vec![Arc::new(positions)])
+                        .map_err(|e| lake_err(t, e))?,
+                );
                 let kb = keys.add_keys(rows.keys.clone());
                 let bb = rows.before.clone().map(|b| keys.add_keys(b));
                 for r in 0..n {
@@ -475,6 +491,7 @@ pub(super) async fn last_changes(
                             keys.put(s, (kb, at_r), (vb, at_r));
                             if let (Some(bk), true) = (bb, rows.moved[r]) {
                                 keys.put(s, (bk, at_r), (vb, at_r));
+                                moves = true;
                             }
                         }
                     }
@@ -486,15 +503,103 @@ pub(super) async fn last_changes(
     }
     let changes = keys.changes() + truncates;
     let mut last = keys.finish()?;
+    // The rows named come in key order when the positions of the rows that
+    // put ascend with their keys (each then holds one key's last change);
+    // the keys that a delete removes last are kept aside, in key order (the
+    // merge's), while they take little of the budget — unless no file holds
+    // a key (a table's first fold): then removals change nothing.
+    let whole = sources.iter().all(ChangeSource::whole);
+    let mut ascending = whole && truncates == 0 && !moves;
+    let mut previous: Option<u64> = None;
+    let mut first = None;
+    let mut puts = vec![RoaringTreemap::new(); sources.len()];
+    let mut removals = Removals::default();
     while let Some(batch) = last.next_batch()? {
         let positions = batch
             .column(VALUES)
             .as_primitive::<arrow::datatypes::UInt64Type>();
-        for p in positions.values() {
-            selected[(p >> ROW_BITS) as usize].insert(p & ((1 << ROW_BITS) - 1));
+        let batch_keys = batch.column(KEY).as_binary::<i32>();
+        let seqs = batch
+            .column(SEQ)
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        if first.is_none() && batch.num_rows() > 0 {
+            first = Some(batch_keys.value(0).to_vec());
+        }
+        for (r, &p) in positions.values().iter().enumerate() {
+            let (source, row) = (((p & !REMOVES) >> ROW_BITS) as usize, p & ROW_MASK);
+            selected[source].insert(row);
+            if !ascending {
+                continue;
+            }
+            if p & REMOVES != 0 {
+                if removals_matter {
+                    ascending = removals.push(batch_keys.value(r), seqs.value(r), ctx.budget);
+                }
+            } else {
+                ascending = previous.is_none_or(|q| q < p);
+                previous = Some(p);
+                puts[source].insert(row);
+            }
         }
     }
-    Ok((selected, changes))
+    let in_order = ascending.then(|| Ordered {
+        found: InOrder {
+            changes,
+            // No fold copies the chunks of rows picked from among others.
+            puts_only: false,
+            first,
+        },
+        puts,
+        removals,
+    });
+    Ok(LastChanges {
+        selected,
+        changes,
+        in_order,
+    })
+}
+
+/// What [`last_changes`] found.
+pub(super) struct LastChanges {
+    /// The rows of each source that hold a key's last change.
+    pub selected: Vec<RoaringTreemap>,
+    /// The changes, counted as the sorter counts them.
+    pub changes: usize,
+    /// Set when the rows of `selected` that put a row, read in order, come
+    /// in key order, one per key (no TRUNCATE, no key move, every source
+    /// read whole): they need no sorting.
+    pub in_order: Option<Ordered>,
+}
+
+/// Last changes that need no sorting: [`ChangeStream`] reads the rows that
+/// put as they are and merges the keys removed in (none when they do not
+/// matter).
+pub(super) struct Ordered {
+    pub found: InOrder,
+    /// The rows of each source that put a key's last row.
+    pub puts: Vec<RoaringTreemap>,
+    pub removals: Removals,
+}
+
+/// Keys whose last change removes them, in key order, and those changes'
+/// `_seq`.
+#[derive(Default)]
+pub(super) struct Removals {
+    keys: arrow::array::BinaryBuilder,
+    seqs: Vec<i64>,
+    /// What they take in memory (about).
+    bytes: usize,
+}
+
+impl Removals {
+    /// Adds a key (after every key added before) removed by a change at
+    /// `seq`; false once they take more than a quarter of `budget`.
+    pub(super) fn push(&mut self, key: &[u8], seq: i64, budget: usize) -> bool {
+        self.bytes += key.len() + 12;
+        self.keys.append_value(key);
+        self.seqs.push(seq);
+        self.bytes <= budget / 4
+    }
 }
 
 /// Whether the changes of `sources`, read in order, come in key order, one
@@ -510,8 +615,7 @@ pub(super) async fn in_key_order(
     target: &Target<'_>,
 ) -> Result<Option<InOrder>> {
     // Rows of files another writer made of several: not read whole.
-    let whole = |s: &ChangeSource| matches!(s.ranges.as_slice(), [r] if r.lo == i64::MIN && r.hi == i64::MAX);
-    if !sources.iter().all(whole) {
+    if !sources.iter().all(ChangeSource::whole) {
         return Ok(None);
     }
     let mut last: Option<Vec<u8>> = None;
@@ -574,6 +678,8 @@ pub(super) struct ChangeStream<'a> {
     ctx: &'a Ctx<'a>,
     t: &'a FoldTable,
     sources: &'a [ChangeSource],
+    /// The rows read of each source (all when `None`).
+    selected: Option<&'a [RoaringTreemap]>,
     target: &'a Target<'a>,
     schema: SchemaRef,
     /// The next source to open, and the one being read.
@@ -583,6 +689,9 @@ pub(super) struct ChangeStream<'a> {
     last: Option<Vec<u8>>,
     /// The rest of the batch being handed out.
     pending: Option<RecordBatch>,
+    /// Keys removed, merged in among the rows read, and the next of them.
+    removals: Option<(BinaryArray, Int64Array)>,
+    next_removal: usize,
 }
 
 impl<'a> ChangeStream<'a> {
@@ -590,19 +699,74 @@ impl<'a> ChangeStream<'a> {
         ctx: &'a Ctx<'a>,
         t: &'a FoldTable,
         sources: &'a [ChangeSource],
+        selected: Option<&'a [RoaringTreemap]>,
+        removals: Option<Removals>,
         target: &'a Target<'a>,
     ) -> Self {
         ChangeStream {
             ctx,
             t,
             sources,
+            selected,
             target,
             schema: run_schema(&target.schema),
             next: 0,
             reading: None,
             last: None,
             pending: None,
+            removals: removals.map(|mut r| (r.keys.finish(), Int64Array::from(r.seqs))),
+            next_removal: 0,
         }
+    }
+
+    /// `batch` (changes that put rows) with the removed keys below `upto`
+    /// (all that are left when `None`) merged in, in key order.
+    fn with_removals(&mut self, batch: RecordBatch, upto: Option<&[u8]>) -> Result<RecordBatch> {
+        let Some((keys, seqs)) = &self.removals else {
+            return Ok(batch);
+        };
+        let from = self.next_removal;
+        let mut to = from;
+        while to < keys.len() && upto.is_none_or(|u| keys.value(to) < u) {
+            to += 1;
+        }
+        if to == from {
+            return Ok(batch);
+        }
+        self.next_removal = to;
+        let n = to - from;
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(keys.slice(from, n)),
+            Arc::new(seqs.slice(from, n)),
+            Arc::new(BooleanArray::from(vec![true; n])),
+        ];
+        cols.extend(
+            self.schema.fields()[VALUES..]
+                .iter()
+                .map(|f| arrow::array::new_null_array(f.data_type(), n)),
+        );
+        let removed =
+            RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| lake_err(self.t, e))?;
+        if batch.num_rows() == 0 {
+            return Ok(removed);
+        }
+        // Both in key order, no key in both: merged like two sorted runs.
+        let (put_keys, removed_keys) = (
+            batch.column(KEY).as_binary::<i32>(),
+            removed.column(KEY).as_binary::<i32>(),
+        );
+        let mut picks = Vec::with_capacity(batch.num_rows() + n);
+        let (mut p, mut r) = (0, 0);
+        while p < put_keys.len() || r < n {
+            if r == n || (p < put_keys.len() && put_keys.value(p) < removed_keys.value(r)) {
+                picks.push((0, p));
+                p += 1;
+            } else {
+                picks.push((1, r));
+                r += 1;
+            }
+        }
+        interleave_record_batch(&[&batch, &removed], &picks).map_err(|e| lake_err(self.t, e))
     }
 
     /// The next batch, of [`RUN_BATCH_ROWS`] changes at most (as the
@@ -625,11 +789,25 @@ impl<'a> ChangeStream<'a> {
         loop {
             let Some((stream, names)) = self.reading.as_mut() else {
                 let Some(src) = self.sources.get(self.next) else {
-                    return Ok(None);
+                    // The keys removed after the last row put.
+                    let rest =
+                        self.with_removals(RecordBatch::new_empty(self.schema.clone()), None)?;
+                    return Ok((rest.num_rows() > 0).then_some(rest));
                 };
                 self.next += 1;
+                let rows = self.selected.map(|s| &s[self.next - 1]);
+                if rows.is_some_and(RoaringTreemap::is_empty) {
+                    continue;
+                }
                 let mut names = stored_names(self.t, src, self.target);
-                let stream = open_source(self.ctx, src, &names, self.target, false).await?;
+                let stream = open_parquet_rows(
+                    &self.ctx.store,
+                    src.path.clone(),
+                    src.bytes,
+                    |path| wanted(path, &names, &self.target.key_idx, false),
+                    rows,
+                )
+                .await?;
                 self.reading = Some((stream, names.swap_remove(0)));
                 continue;
             };
@@ -658,9 +836,12 @@ impl<'a> ChangeStream<'a> {
             let mut cols: Vec<ArrayRef> =
                 vec![Arc::new(keys), rows.seqs.clone(), Arc::new(removed)];
             cols.extend(rows.values.columns().iter().cloned());
-            return RecordBatch::try_new(self.schema.clone(), cols)
-                .map(Some)
-                .map_err(|e| lake_err(self.t, e));
+            let batch =
+                RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| lake_err(self.t, e))?;
+            let last = self.last.take();
+            let batch = self.with_removals(batch, last.as_deref());
+            self.last = last;
+            return batch.map(Some);
         }
     }
 }
@@ -668,7 +849,7 @@ impl<'a> ChangeStream<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use arrow::array::{Int32Array, StringArray};
     use arrow::datatypes::{Field, Schema};
 
     /// Changes of keys `keys` with `_op`s `ops`; `moved`: the rows whose
