@@ -550,6 +550,7 @@ pub(super) async fn fold_table(
         written: Vec::new(),
         n: 0,
         data_change: true,
+        bytes_per_row: None,
     };
     // Files whose vectors grow: their `add` again, with the new vector.
     let mut marked: Vec<(String, Value)> = Vec::new();

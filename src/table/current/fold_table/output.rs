@@ -65,13 +65,108 @@ pub(crate) fn delta_file_properties(
     Ok(props.build())
 }
 
-/// A file being written.
+type FileWriter = AsyncArrowWriter<object_store::buffered::BufWriter>;
+
+/// Batches a fold hands the encoder of a file ahead of it: the fold reads
+/// and merges the next while the encoder (on another of the runtime's
+/// threads) encodes and compresses these.
+const ENCODER_QUEUE: usize = 2;
+
+/// A file being written: its rows go to a task that encodes them, so that
+/// encoding (about a third of a fold's time) runs beside the reading and
+/// merging rather than after it.
 pub(super) struct OpenFile {
-    writer: AsyncArrowWriter<object_store::buffered::BufWriter>,
+    rows: Option<tokio::sync::mpsc::Sender<RecordBatch>>,
+    /// The encoder: it hands the writer back once `rows` is closed.
+    encoder: tokio::task::JoinHandle<Result<FileWriter>>,
+    /// The file's bytes so far (written and buffered) and its rows, as of
+    /// the batch the encoder took last.
+    encoded: tokio::sync::watch::Receiver<(u64, u64)>,
+    /// The rows handed to the encoder.
+    rows_sent: u64,
     name: String,
     first: Vec<u8>,
     last: Vec<u8>,
     runs: Option<KeyRuns>,
+}
+
+impl OpenFile {
+    fn new(writer: FileWriter, name: String, first: Vec<u8>, runs: Option<KeyRuns>) -> OpenFile {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<RecordBatch>(ENCODER_QUEUE);
+        let (seen, encoded) = tokio::sync::watch::channel((0, 0));
+        let encoder = tokio::spawn(async move {
+            let mut writer = writer;
+            let mut rows = 0;
+            while let Some(batch) = rx.recv().await {
+                writer.write(&batch).await?;
+                rows += batch.num_rows() as u64;
+                let bytes = (writer.bytes_written() + writer.in_progress_size()) as u64;
+                // (No receiver left: the fold has stopped; the rest of its
+                // queue is written and then dropped with the writer.)
+                let _ = seen.send((bytes, rows));
+            }
+            Ok(writer)
+        });
+        OpenFile {
+            rows: Some(tx),
+            encoder,
+            encoded,
+            rows_sent: 0,
+            name,
+            first,
+            last: Vec::new(),
+            runs,
+        }
+    }
+
+    /// Hands `batch` to the encoder.
+    async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let sent = match &self.rows {
+            Some(rows) => rows.send(batch.clone()).await.is_ok(),
+            None => false,
+        };
+        if sent {
+            self.rows_sent += batch.num_rows() as u64;
+            return Ok(());
+        }
+        // The encoder ended early: its error.
+        self.rows = None;
+        match (&mut self.encoder).await {
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(_)) => Err(Error::Lake(
+                "current table: a file's encoder ended early".into(),
+            )),
+            Err(e) => Err(Error::Lake(format!(
+                "current table: a file's encoder failed: {e}"
+            ))),
+        }
+    }
+
+    /// The file's bytes once the encoder has the rows sent: what it has
+    /// encoded, at its bytes a row (`per_row` before it has any; without
+    /// either, the first batch is awaited).
+    async fn size(&mut self, per_row: Option<f64>) -> u64 {
+        if per_row.is_none() {
+            // Err: the encoder ended (its error comes with the next batch).
+            let _ = self.encoded.wait_for(|e| e.1 > 0).await;
+        }
+        let (bytes, rows) = *self.encoded.borrow();
+        match (rows, per_row) {
+            (0, None) => 0,
+            (0, Some(r)) => (r * self.rows_sent as f64) as u64,
+            (rows, _) => bytes * self.rows_sent / rows,
+        }
+    }
+
+    /// The writer, once the encoder has written every batch.
+    async fn writer(mut self) -> Result<(FileWriter, String, Vec<u8>, Vec<u8>, Option<KeyRuns>)> {
+        self.rows = None;
+        let writer = self
+            .encoder
+            .await
+            .map_err(|e| Error::Lake(format!("current table: a file's encoder failed: {e}")))??;
+        Ok((writer, self.name, self.first, self.last, self.runs))
+    }
 }
 
 /// The new files of a fold, written as rows arrive in key order and cut
@@ -89,6 +184,8 @@ pub(super) struct Output<'a> {
     pub n: usize,
     /// Whether the files change the table's data (`false`: a purge).
     pub data_change: bool,
+    /// The bytes a row of the last file written took.
+    pub bytes_per_row: Option<f64>,
 }
 
 impl Output<'_> {
@@ -110,13 +207,8 @@ impl Output<'_> {
                 object_store::buffered::BufWriter::new(self.ctx.store.clone(), path.clone());
             let writer = AsyncArrowWriter::try_new(upload, self.schema.clone(), Some(props))?;
             self.written.push(path);
-            self.open = Some(OpenFile {
-                writer,
-                name,
-                first: first.to_vec(),
-                last: Vec::new(),
-                runs: self.runs_column.map(|_| KeyRuns::default()),
-            });
+            let runs = self.runs_column.map(|_| KeyRuns::default());
+            self.open = Some(OpenFile::new(writer, name, first.to_vec(), runs));
         }
         let Some(open) = self.open.as_mut() else {
             return Ok(());
@@ -124,10 +216,11 @@ impl Output<'_> {
         if let (Some(runs), Some(i)) = (open.runs.as_mut(), self.runs_column) {
             runs.push(batch.column(i).as_ref());
         }
-        open.writer.write(batch).await?;
+        open.write(batch).await?;
         open.last = last.to_vec();
-        let size = open.writer.bytes_written() + open.writer.in_progress_size();
-        if size as u64 >= self.ctx.target_bytes {
+        // The encoder may be behind: the bytes of the rows it has not
+        // taken yet are reckoned at its bytes a row so far.
+        if open.size(self.bytes_per_row).await >= self.ctx.target_bytes {
             self.cut().await?;
         }
         Ok(())
@@ -135,16 +228,20 @@ impl Output<'_> {
 
     /// Ends the file being written: what comes next starts a new one.
     pub(super) async fn cut(&mut self) -> Result<()> {
-        let Some(mut open) = self.open.take() else {
+        let Some(open) = self.open.take() else {
             return Ok(());
         };
-        if let Some(runs) = open.runs.as_ref().and_then(KeyRuns::encode) {
-            open.writer
-                .append_key_value_metadata(KeyValue::new(RUNS_KEY.to_string(), runs));
+        let rows = open.rows_sent;
+        let (mut writer, name, first, last, runs) = open.writer().await?;
+        if let Some(runs) = runs.as_ref().and_then(KeyRuns::encode) {
+            writer.append_key_value_metadata(KeyValue::new(RUNS_KEY.to_string(), runs));
         }
-        let meta = open.writer.finish().await?;
-        let size = open.writer.bytes_written() as u64;
-        self.added(open.name, size, &meta, &open.first, &open.last);
+        let meta = writer.finish().await?;
+        let size = writer.bytes_written() as u64;
+        if rows > 0 {
+            self.bytes_per_row = Some(size as f64 / rows as f64);
+        }
+        self.added(name, size, &meta, &first, &last);
         Ok(())
     }
 

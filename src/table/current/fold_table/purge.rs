@@ -99,6 +99,7 @@ pub(super) async fn purge(
         // tells them from its own by the log.
         n: 50_000,
         data_change: false,
+        bytes_per_row: None,
     };
     let written = async {
         let mut merge = sorter.finish()?;
