@@ -133,6 +133,20 @@ impl Error {
         }
     }
 
+    /// Whether an object the call read was not there (another writer, such
+    /// as `sluice forget` or VACUUM, removed it), also when the Parquet
+    /// reader met it.
+    pub fn is_missing_object(&self) -> bool {
+        match self {
+            Error::Store(object_store::Error::NotFound { .. }) => true,
+            Error::Parquet(parquet::errors::ParquetError::External(e)) => matches!(
+                e.downcast_ref::<object_store::Error>(),
+                Some(object_store::Error::NotFound { .. })
+            ),
+            _ => false,
+        }
+    }
+
     /// [`ErrorKind::Transient`] or [`ErrorKind::Definite`], for logs and metrics.
     pub fn kind(&self) -> ErrorKind {
         if self.is_transient() {
@@ -226,5 +240,24 @@ mod tests {
                 "failure {failures}: no jitter in {delays:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_missing_object_is_told_apart_also_inside_a_parquet_error() {
+        let missing = || object_store::Error::NotFound {
+            path: "t/a.parquet".into(),
+            source: "gone".into(),
+        };
+        assert!(Error::Store(missing()).is_missing_object());
+        let inside = parquet::errors::ParquetError::External(Box::new(missing()));
+        assert!(Error::Parquet(inside).is_missing_object());
+        let other = object_store::Error::Generic {
+            store: "local",
+            source: "disk full".into(),
+        };
+        assert!(!Error::Store(other).is_missing_object());
+        let general = parquet::errors::ParquetError::General("bad page".into());
+        assert!(!Error::Parquet(general).is_missing_object());
+        assert!(!Error::Lake("not found".into()).is_missing_object());
     }
 }

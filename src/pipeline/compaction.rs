@@ -146,6 +146,9 @@ async fn round(store: Arc<dyn ObjectStore>, job: CompactionJob, metrics: Arc<Met
                     );
                 }
             }
+            Err(e) if e.is_missing_object() => {
+                warn!(table = %table, error = %e, "compaction met a file that another writer removed under it (sluice forget, VACUUM); the table's Delta log stays as it was, the next round plans again");
+            }
             Err(e) if e.is_transient() => {
                 warn!(table = %table, error = %e, kind = e.kind().as_str(), "compaction failed; the table's Delta log stays as it was, the next round tries again");
             }
