@@ -31,12 +31,17 @@ server_start() {
         user_args=(--user=root)
     fi
     SOCK="$dir/mysqld.sock"
-    banner "creating a MariaDB data directory in $dir/data"
-    mariadb-install-db --no-defaults "${user_args[@]}" --datadir="$dir/data" \
-        --auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1 || {
-        cat "$dir/install.log" >&2
-        return 1
-    }
+    if [ -d "$dir/data" ]; then
+        # A data directory kept from an earlier run (KEEP=1): started again.
+        banner "reusing the MariaDB data directory in $dir/data"
+    else
+        banner "creating a MariaDB data directory in $dir/data"
+        mariadb-install-db --no-defaults "${user_args[@]}" --datadir="$dir/data" \
+            --auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1 || {
+            cat "$dir/install.log" >&2
+            return 1
+        }
+    fi
     PORT="$(free_port)"
     banner "starting mariadbd on 127.0.0.1:$PORT (socket $SOCK)"
     "$MARIADBD" --no-defaults "${user_args[@]}" \

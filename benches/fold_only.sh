@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The e2e benchmark's last fold alone: over the server that `KEEP=1
+# benches/e2e.sh` kept, a lake of the whole binlog is written once with
+# current tables off, then each run folds a copy of it (`run
+# --until-caught-up` with current tables on finds nothing to stream and
+# folds every change: 3.79 million at BULK_ROWS=1500000). Prints each run's
+# fold figures from sluice's log and its wall, user and system time.
+#
+#   KEEP=1 BULK_ROWS=1500000 SB_INSERT_EVENTS=20000 SB_WRITE_EVENTS=5000 RUNS=1 TOOLS=sluice benches/e2e.sh
+#   benches/fold_only.sh /tmp/sluice-bench.XXXXXX [SLUICE_BIN ...]
+#
+# With several binaries, their runs alternate (A/B on a noisy machine).
+# Knobs: RUNS=3 (runs per binary); START=file:pos (default: the start
+# position of benches/results/meta.json, the last e2e run's).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+# shellcheck source=scripts/common.sh
+source scripts/common.sh
+# shellcheck source=benches/lib.sh
+source benches/lib.sh
+
+KEPT="${1:?usage: benches/fold_only.sh KEPT_DIR [SLUICE_BIN ...]}"
+shift
+BINS=("$@")
+[ ${#BINS[@]} -gt 0 ] || BINS=("$ROOT/target/release/sluice")
+RUNS="${RUNS:-3}"
+START="${START:-$(python3 -c 'import json; print(json.load(open("benches/results/meta.json"))["start"])')}"
+START_FILE="${START%%:*}"
+START_POS="${START##*:}"
+[ -d "$KEPT/data" ] || { echo "error: $KEPT/data not found (run benches/e2e.sh with KEEP=1)" >&2; exit 1; }
+ensure_mariadb
+
+work="$(mktemp -d -t sluice-fold-only.XXXXXX)"
+cleanup() {
+    server_stop
+    rm -rf "$work"
+}
+trap cleanup EXIT
+server_start "$KEPT"
+
+config() { # dir current-enabled
+    cat >"$1/sluice.toml" <<TOML
+[source]
+url = "mysql://bench@127.0.0.1:$PORT"
+server_id = 5401
+start = { file = "$START_FILE", pos = $START_POS }
+
+[filter]
+include = ['sbtest\..*', 'bench\..*']
+
+[sink]
+url = "$1/lake"
+
+[state]
+dir = "$1/state"
+
+[snapshot]
+mode = "never"
+
+[current]
+enabled = $2
+TOML
+}
+
+banner "the lake of the whole binlog, current tables off"
+mkdir -p "$work/base"
+config "$work/base" false
+SLUICE_SOURCE_PASSWORD=bench "${BINS[0]}" run --config "$work/base/sluice.toml" --until-caught-up 2>"$work/base.err"
+
+for run in $(seq 1 "$RUNS"); do
+    for bin in "${BINS[@]}"; do
+        rm -rf "$work/run"
+        mkdir -p "$work/run"
+        cp -r "$work/base/lake" "$work/base/state" "$work/run/"
+        config "$work/run" true
+        /usr/bin/time -f "%e s wall, %U s user, %S s sys, %M KiB peak" -o "$work/time" \
+            env SLUICE_SOURCE_PASSWORD=bench "$bin" run --config "$work/run/sluice.toml" --until-caught-up 2>"$work/run.err"
+        figures="$(grep "current tables folded" "$work/run.err" \
+            | grep -o 'changed_rows=[0-9]*\|rows_sorted=[0-9]*\|read_ms=[0-9]*\|apply_ms=[0-9]*' | tr '\n' ' ')"
+        echo "run $run $bin: $figures$(cat "$work/time")"
+    done
+done
