@@ -37,6 +37,7 @@ mod keys;
 mod marks;
 mod output;
 mod purge;
+mod removals;
 use changes::{
     in_key_order, last_changes, live_sources, manifest_sources, read_change_rows, source_bytes,
     ChangeStream,

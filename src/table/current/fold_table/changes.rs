@@ -8,6 +8,7 @@ use roaring::RoaringTreemap;
 
 use super::super::super::files::{open_parquet_rows, StoreFile};
 use super::super::sort::{run_schema, KEY, RUN_BATCH_ROWS, SEQ, VALUES};
+pub(super) use super::removals::Removals;
 use super::*;
 
 /// A changelog file a fold reads, and which of its rows it takes.
@@ -581,27 +582,6 @@ pub(super) struct Ordered {
     pub removals: Removals,
 }
 
-/// Keys whose last change removes them, in key order, and those changes'
-/// `_seq`.
-#[derive(Default)]
-pub(super) struct Removals {
-    keys: arrow::array::BinaryBuilder,
-    seqs: Vec<i64>,
-    /// What they take in memory (about).
-    bytes: usize,
-}
-
-impl Removals {
-    /// Adds a key (after every key added before) removed by a change at
-    /// `seq`; false once they take more than a quarter of `budget`.
-    pub(super) fn push(&mut self, key: &[u8], seq: i64, budget: usize) -> bool {
-        self.bytes += key.len() + 12;
-        self.keys.append_value(key);
-        self.seqs.push(seq);
-        self.bytes <= budget / 4
-    }
-}
-
 /// Whether the changes of `sources`, read in order, come in key order, one
 /// per key, with no TRUNCATE and no update that moves a key: a table's
 /// first fold after its snapshot, whose chunks are read in key order. Such
@@ -714,7 +694,7 @@ impl<'a> ChangeStream<'a> {
             reading: None,
             last: None,
             pending: None,
-            removals: removals.map(|mut r| (r.keys.finish(), Int64Array::from(r.seqs))),
+            removals: removals.map(Removals::finish),
             next_removal: 0,
         }
     }
