@@ -272,12 +272,20 @@ impl Pipeline<'_> {
                 window,
                 reply,
             } => {
-                if at < self.read_to {
+                let at = if at >= self.read_to {
+                    at
+                } else if window.is_some() {
+                    // A watermark window may open anywhere before the read,
+                    // which waits for the reply: it opens where the stream
+                    // is. Sending the reader for a newer head instead never
+                    // ends while the stream keeps up with a busy server.
+                    self.read_to.clone()
+                } else {
                     // Events after the read's position already have their
                     // `_seq`: the chunk cannot go there any more.
                     let _ = reply.send(Reply::TooLate);
                     return Ok(());
-                }
+                };
                 run.waiting.push_back(Waiting {
                     chunk,
                     table,

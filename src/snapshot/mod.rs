@@ -19,7 +19,10 @@
 //! Where the server cannot name a consistent read's position (MySQL 8), a
 //! chunk is read in a *watermark window* instead: the reader announces the
 //! binlog head before its read and sends the head after it with the rows.
-//! From the opening position on, the pipeline notes the key of every row of
+//! The window opens at the announced head, or where the stream is when it
+//! has passed that head already (the read waits for the window to open, so
+//! any earlier position would do). From the opening position on, the
+//! pipeline notes the key of every row of
 //! the table that the stream changes; the chunk is placed once the stream
 //! has passed the closing position, without the rows whose key changed in
 //! between: the stream carries their newer state. A keyless table cannot be

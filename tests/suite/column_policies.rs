@@ -597,7 +597,9 @@ fn watermark_windows_compare_hashed_keys() {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crate::snapshot::{all_done, feed_client, snapshot_state, stop_after_the_snapshot};
+    use crate::snapshot::{
+        all_done, feed_client, snapshot_state, stop_after_the_snapshot, HAMMER_CHANGES,
+    };
 
     let db = MariaDb::start();
     db.sql(
@@ -628,7 +630,12 @@ fn watermark_windows_compare_hashed_keys() {
         );
         std::thread::spawn(move || {
             let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+            let mut batches = 0;
             feed_client(client, &ns, &stop, move || {
+                batches += 1;
+                if batches * 50 > HAMMER_CHANGES {
+                    return None;
+                }
                 let mut batch = String::new();
                 for _ in 0..50 {
                     let id = rng.gen_range(1..=rows);
@@ -638,7 +645,7 @@ fn watermark_windows_compare_hashed_keys() {
                         _ => format!("UPDATE shop.hot SET v = v + 1, w = 'u' WHERE id = {id};\n"),
                     });
                 }
-                batch
+                Some(batch)
             }) * 50
         })
     };

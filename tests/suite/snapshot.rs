@@ -86,7 +86,7 @@ fn writer(
     let pieces = feed_client(client, &namespace, &stop, move || {
         if sent == 0 {
             sent += 1;
-            return "SET NAMES utf8mb4;\n".to_owned();
+            return Some("SET NAMES utf8mb4;\n".to_owned());
         }
         let mut tx = String::from("BEGIN;\n");
         for _ in 0..rng.gen_range(1..6) {
@@ -147,18 +147,24 @@ fn writer(
         tx.push_str("COMMIT;\n");
         sent += 1;
         std::thread::sleep(Duration::from_millis(rng.gen_range(1..6)));
-        tx
+        Some(tx)
     });
     pieces.saturating_sub(1)
 }
 
 /// Feeds what `next` returns through one long-lived `mariadb` client until
-/// `stop`; returns how many pieces were sent (the client must succeed).
+/// `stop` or until `next` returns `None`; returns how many pieces were sent
+/// (the client must succeed).
+///
+/// Writers beside a snapshot should end by themselves: one that writes as
+/// fast as the server takes it can outrun a stream on a loaded machine, and
+/// a watermark chunk is placed only once the stream has reached the binlog
+/// head of its read.
 pub(crate) fn feed_client(
     mut client: std::process::Command,
     namespace: &Namespace,
     stop: &AtomicBool,
-    mut next: impl FnMut() -> String,
+    mut next: impl FnMut() -> Option<String>,
 ) -> u64 {
     let mut child = client
         .stdin(Stdio::piped())
@@ -169,7 +175,7 @@ pub(crate) fn feed_client(
     let mut stdin = child.stdin.take().unwrap();
     let mut sent = 0;
     while !stop.load(Ordering::SeqCst) {
-        let piece = next();
+        let Some(piece) = next() else { break };
         if stdin
             .write_all(namespace.to_server(&piece).as_bytes())
             .and_then(|()| stdin.flush())
@@ -727,10 +733,14 @@ fn ddl_during_the_snapshot(method: &str) {
     assert_same_table("shop.pairs", &pairs, &lake.replay("shop.pairs", &[0, 1]));
 }
 
+/// Changes each hammer of a watermark snapshot sends at most.
+pub(crate) const HAMMER_CHANGES: u64 = 20_000;
+
 /// Rows that change while a chunk is read: two clients update random rows
-/// of the table being read as fast as the server takes them, so that many
-/// changes fall between a chunk's read and the end of its window. The
-/// watermark method must leave exactly those rows to the stream.
+/// of the table being read as fast as the server takes them (up to
+/// `HAMMER_CHANGES` each), so that many changes fall between a chunk's read
+/// and the end of its window. The watermark method must leave exactly those
+/// rows to the stream.
 #[test]
 fn rows_changed_inside_a_watermark_window_are_left_to_the_stream() {
     let db = MariaDb::start();
@@ -760,6 +770,9 @@ fn rows_changed_inside_a_watermark_window_are_left_to_the_stream() {
                 let mut rng = StdRng::seed_from_u64(seed);
                 let mut changes = 0u64;
                 let batches = feed_client(client, &ns, &stop, move || {
+                    if changes >= HAMMER_CHANGES {
+                        return None;
+                    }
                     let mut batch = String::new();
                     for _ in 0..50 {
                         let id = rng.gen_range(1..=rows);
@@ -772,7 +785,7 @@ fn rows_changed_inside_a_watermark_window_are_left_to_the_stream() {
                         });
                         changes += 1;
                     }
-                    batch
+                    Some(batch)
                 });
                 batches * 50
             })

@@ -133,6 +133,9 @@ fn xa_commits_and_rollbacks_inside_watermark_windows_leave_no_stale_or_lost_row(
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
+    // Each writer ends after this many: the stream must be able to pass
+    // them on a loaded machine (every XA PREPARE writes a file).
+    const XA_TRANSACTIONS: u64 = 1_500;
     let db = MariaDb::start();
     let rows = 20_000u64;
     keyed_table(
@@ -163,14 +166,17 @@ fn xa_commits_and_rollbacks_inside_watermark_windows_leave_no_stale_or_lost_row(
                 let mut rng = StdRng::seed_from_u64(seed + n);
                 let mut tx = 0u64;
                 super::snapshot::feed_client(client, &ns, &stop, move || {
+                    if tx == XA_TRANSACTIONS {
+                        return None;
+                    }
                     tx += 1;
                     let xid = format!("'w{n}x{tx}'");
                     let id = rng.gen_range(1..=rows);
                     let outcome = if rng.gen_bool(0.3) { "ROLLBACK" } else { "COMMIT" };
-                    format!(
+                    Some(format!(
                         "XA START {xid}; UPDATE shop.items SET v = v + 1, w = 'x{n}-{tx}' WHERE id = {id};\n\
                          XA END {xid}; XA PREPARE {xid}; DO SLEEP(0.01); XA {outcome} {xid};\n"
-                    )
+                    ))
                 })
             })
         })
