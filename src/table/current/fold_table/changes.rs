@@ -298,7 +298,7 @@ pub(super) struct ChangeRows {
     /// Whether an update moves its row to another key.
     pub(super) moved: Vec<bool>,
     seqs: ArrayRef,
-    ops: ArrayRef,
+    ops: Vec<Op>,
 }
 
 impl ChangeRows {
@@ -308,14 +308,66 @@ impl ChangeRows {
             .value(r)
     }
 
-    pub(super) fn op(&self, r: usize) -> &str {
-        self.ops.as_string::<i32>().value(r)
+    pub(super) fn op(&self, r: usize) -> Op {
+        self.ops[r]
     }
 }
 
-/// Whether a change with `_op` `op` puts a row.
-pub(super) fn puts(op: &str) -> bool {
-    matches!(op, "insert" | "snapshot" | "update")
+/// A change's `_op`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Op {
+    Insert,
+    Snapshot,
+    Update,
+    Delete,
+    Truncate,
+}
+
+impl Op {
+    fn parse(op: &str) -> Option<Op> {
+        Some(match op {
+            "insert" => Op::Insert,
+            "snapshot" => Op::Snapshot,
+            "update" => Op::Update,
+            "delete" => Op::Delete,
+            "truncate" => Op::Truncate,
+            _ => return None,
+        })
+    }
+
+    /// Whether the change puts a row.
+    pub(super) fn puts(self) -> bool {
+        matches!(self, Op::Insert | Op::Snapshot | Op::Update)
+    }
+}
+
+/// The `_op` of every row of `ops`, or what a row holds instead. The column
+/// is dictionary-encoded as sluice writes it: its few values are read once,
+/// not a string per row.
+fn parse_ops(ops: &ArrayRef) -> std::result::Result<Vec<Op>, String> {
+    let strings = |a: &ArrayRef| cast(a, &DataType::Utf8).map_err(|e| e.to_string());
+    let bad = |op: Option<&str>| op.map_or("NULL".to_string(), |op| format!("`{op}`"));
+    let Some(dict) = ops.as_any_dictionary_opt() else {
+        let ops = strings(ops)?;
+        return ops
+            .as_string::<i32>()
+            .iter()
+            .map(|op| op.and_then(Op::parse).ok_or_else(|| bad(op)))
+            .collect();
+    };
+    let values = strings(dict.values())?;
+    let values = values.as_string::<i32>();
+    let codes: Vec<Option<Op>> = values.iter().map(|v| v.and_then(Op::parse)).collect();
+    let valid = dict.keys();
+    dict.normalized_keys()
+        .into_iter()
+        .enumerate()
+        .map(|(r, k)| match codes.get(k).copied().flatten() {
+            Some(op) if valid.is_valid(r) => Ok(op),
+            _ if valid.is_null(r) => Err(bad(None)),
+            _ => Err(bad(values.is_valid(k).then(|| values.value(k)))),
+        })
+        .collect()
 }
 
 /// The changes of one changelog batch, whose columns are stored under
@@ -341,7 +393,12 @@ pub(super) fn change_rows(
         &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
     )
     .map_err(|e| lake_err(t, e))?;
-    let ops = cast(&column("_op")?, &DataType::Utf8).map_err(|e| lake_err(t, e))?;
+    let ops = parse_ops(&column("_op")?).map_err(|bad| {
+        lake_err(
+            t,
+            format!("changelog file {} has a row with _op {bad}", src.path),
+        )
+    })?;
     cols.push(seq.clone());
     cols.push(ts);
     let values = RecordBatch::try_new(schema.clone(), cols).map_err(|e| lake_err(t, e))?;
@@ -389,12 +446,12 @@ pub(super) fn add_change_batch(
     let mut next = 0u32;
     for (r, p) in put_row.iter_mut().enumerate() {
         *p = next;
-        next += u32::from(puts(rows.op(r)));
+        next += u32::from(rows.op(r).puts());
     }
     let vb = if next as usize == n {
         sorter.add_values(rows.values.clone())
     } else {
-        let keep: BooleanArray = (0..n).map(|r| Some(puts(rows.op(r)))).collect();
+        let keep: BooleanArray = (0..n).map(|r| Some(rows.op(r).puts())).collect();
         let kept =
             arrow::compute::filter_record_batch(&rows.values, &keep).map_err(|e| lake_err(t, e))?;
         sorter.add_values(kept)
@@ -404,22 +461,16 @@ pub(super) fn add_change_batch(
     for (r, &row) in put_row.iter().enumerate() {
         let (s, at) = (rows.seq(r), r as u32);
         match rows.op(r) {
-            "insert" | "snapshot" => sorter.put(s, (kb, at), (vb, row)),
-            "update" => {
+            Op::Insert | Op::Snapshot => sorter.put(s, (kb, at), (vb, row)),
+            Op::Update => {
                 // A key move: the before image's key is gone.
                 if let (Some(bk), true) = (bb, rows.moved[r]) {
                     sorter.remove(s, (bk, at));
                 }
                 sorter.put(s, (kb, at), (vb, row));
             }
-            "delete" => sorter.remove(s, (kb, at)),
-            "truncate" => sorter.truncate(s),
-            other => {
-                return Err(lake_err(
-                    t,
-                    format!("changelog file {} has a row with _op `{other}`", src.path),
-                ))
-            }
+            Op::Delete => sorter.remove(s, (kb, at)),
+            Op::Truncate => sorter.truncate(s),
         }
     }
     Ok(())
@@ -469,7 +520,7 @@ pub(super) async fn last_changes(
             for (range, names) in src.ranges.iter().zip(&names) {
                 let rows = change_rows(t, src, &batch, names, target)?;
                 let positions = arrow::array::UInt64Array::from_iter_values((0..n).map(|r| {
-                    let deletes = if rows.op(r) == "delete" { REMOVES } else { 0 };
+                    let deletes = if rows.op(r) == Op::Delete { REMOVES } else { 0 };
                     deletes | ((i as u64) << ROW_BITS) | (at + r as u64)
                 }));
                 let vb = keys.add_values(
@@ -484,7 +535,7 @@ pub(super) async fn last_changes(
                         continue;
                     }
                     match rows.op(r) {
-                        "truncate" => {
+                        Op::Truncate => {
                             truncates += 1;
                             selected[i].insert(at + r as u64);
                         }
@@ -619,7 +670,7 @@ pub(super) async fn in_key_order(
                     .get_or_insert_with(|| rows.keys.row(0).as_ref().to_vec());
                 last = Some(rows.keys.row(n - 1).as_ref().to_vec());
             }
-            found.puts_only &= (0..n).all(|r| puts(rows.op(r)));
+            found.puts_only &= (0..n).all(|r| rows.op(r).puts());
             found.changes += n;
         }
     }
@@ -645,9 +696,7 @@ pub(super) fn ascending(rows: &ChangeRows, after: Option<&[u8]>) -> bool {
             0 => after,
             _ => Some(keys.row(r - 1).data()),
         };
-        (puts(op) || op == "delete")
-            && !rows.moved[r]
-            && previous.is_none_or(|p| p < keys.row(r).data())
+        op != Op::Truncate && !rows.moved[r] && previous.is_none_or(|p| p < keys.row(r).data())
     })
 }
 
@@ -812,7 +861,7 @@ impl<'a> ChangeStream<'a> {
             }
             self.last = Some(rows.keys.row(n - 1).as_ref().to_vec());
             let keys = BinaryArray::from_iter_values(rows.keys.iter());
-            let removed: BooleanArray = (0..n).map(|r| Some(!puts(rows.op(r)))).collect();
+            let removed: BooleanArray = (0..n).map(|r| Some(!rows.op(r).puts())).collect();
             let mut cols: Vec<ArrayRef> =
                 vec![Arc::new(keys), rows.seqs.clone(), Arc::new(removed)];
             cols.extend(rows.values.columns().iter().cloned());
@@ -829,7 +878,8 @@ impl<'a> ChangeStream<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int32Array, StringArray};
+    use arrow::array::{DictionaryArray, Int32Array, StringArray};
+    use arrow::datatypes::Int8Type;
     use arrow::datatypes::{Field, Schema};
 
     /// Changes of keys `keys` with `_op`s `ops`; `moved`: the rows whose
@@ -844,7 +894,7 @@ mod tests {
             before: None,
             moved: (0..keys.len()).map(|r| moved.contains(&r)).collect(),
             seqs: Arc::new(Int64Array::from_iter_values(1..=keys.len() as i64)),
-            ops: Arc::new(StringArray::from(ops.to_vec())),
+            ops: ops.iter().map(|op| Op::parse(op).unwrap()).collect(),
         }
     }
 
@@ -877,5 +927,47 @@ mod tests {
         let moved = rows(&[1, 3], &["insert", "update"], &[1]);
         assert!(!ascending(&moved, None));
         assert!(ascending(&rows(&[], &[], &[]), None));
+    }
+
+    #[test]
+    fn ops_read_from_dictionaries_and_plain_strings() {
+        let dict: DictionaryArray<Int8Type> = vec![
+            Some("insert"),
+            Some("delete"),
+            None,
+            Some("update"),
+            Some("insert"),
+        ]
+        .into_iter()
+        .collect();
+        let dict: ArrayRef = Arc::new(dict);
+        assert_eq!(parse_ops(&dict), Err("NULL".to_string()));
+        let dict: DictionaryArray<Int8Type> =
+            vec!["snapshot", "delete", "truncate", "update", "snapshot"]
+                .into_iter()
+                .collect();
+        let dict: ArrayRef = Arc::new(dict);
+        assert_eq!(
+            parse_ops(&dict).unwrap(),
+            [
+                Op::Snapshot,
+                Op::Delete,
+                Op::Truncate,
+                Op::Update,
+                Op::Snapshot
+            ]
+        );
+        // A dictionary value no row uses may be anything.
+        let keys = arrow::array::Int8Array::from(vec![1, 1, 0]);
+        let values = Arc::new(StringArray::from(vec!["insert", "upsert"]));
+        let odd: ArrayRef = Arc::new(DictionaryArray::new(keys, values.clone()));
+        assert_eq!(parse_ops(&odd), Err("`upsert`".to_string()));
+        let keys = arrow::array::Int8Array::from(vec![0, 0]);
+        let unused: ArrayRef = Arc::new(DictionaryArray::new(keys, values));
+        assert_eq!(parse_ops(&unused).unwrap(), [Op::Insert, Op::Insert]);
+        let plain: ArrayRef = Arc::new(StringArray::from(vec!["insert", "delete"]));
+        assert_eq!(parse_ops(&plain).unwrap(), [Op::Insert, Op::Delete]);
+        let plain: ArrayRef = Arc::new(StringArray::from(vec!["insert", "replace"]));
+        assert_eq!(parse_ops(&plain), Err("`replace`".to_string()));
     }
 }

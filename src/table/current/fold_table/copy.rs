@@ -24,7 +24,7 @@ use parquet::file::writer::SerializedFileWriter;
 use tokio::io::AsyncWriteExt;
 
 use super::super::super::files::parquet_metadata;
-use super::changes::{ascending, change_rows, open_source, puts, stored_names, ChangeSource};
+use super::changes::{ascending, change_rows, open_source, stored_names, ChangeSource};
 use super::key_runs::{KeyRuns, RUNS_KEY};
 use super::*;
 
@@ -200,7 +200,7 @@ impl Output<'_> {
                     })?;
                     let change = change_rows(t, src, &batch, &names[0], target)?;
                     let n = change.keys.num_rows();
-                    let all_put = (0..n).all(|r| puts(change.op(r)));
+                    let all_put = (0..n).all(|r| change.op(r).puts());
                     if !all_put || !ascending(&change, last.as_deref()) {
                         return Err(lake_err(
                             t,

@@ -16,7 +16,8 @@ use roaring::RoaringTreemap;
 use arrow::array::Array;
 
 use super::changes::{
-    change_rows, open_source, stored_names, ChangeSource, InOrder, LastChanges, Ordered, Removals,
+    change_rows, open_source, stored_names, ChangeSource, InOrder, LastChanges, Op, Ordered,
+    Removals,
 };
 use super::*;
 
@@ -148,7 +149,7 @@ pub(super) async fn last_changes(
                     }
                     let position = read + r as u64;
                     match rows.op(r) {
-                        "truncate" => {
+                        Op::Truncate => {
                             truncates += 1;
                             selected[i].insert(position - starts[i]);
                         }
@@ -157,7 +158,7 @@ pub(super) async fn last_changes(
                                 return Ok(None);
                             }
                             changes += 1;
-                            let deletes = op == "delete";
+                            let deletes = op == Op::Delete;
                             if !slots.put(keys.value(r), s, position, deletes, changes) {
                                 return Ok(None);
                             }
