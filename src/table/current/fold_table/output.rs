@@ -77,8 +77,9 @@ const ENCODER_QUEUE: usize = 2;
 /// merging rather than after it.
 pub(super) struct OpenFile {
     rows: Option<tokio::sync::mpsc::Sender<RecordBatch>>,
-    /// The encoder: it hands the writer back once `rows` is closed.
-    encoder: tokio::task::JoinHandle<Result<FileWriter>>,
+    /// The encoder: it hands the writer back once `rows` is closed (taken
+    /// when awaited, which happens once).
+    encoder: Option<tokio::task::JoinHandle<Result<FileWriter>>>,
     /// The file's bytes so far (written and buffered) and its rows, as of
     /// the batch the encoder took last.
     encoded: tokio::sync::watch::Receiver<(u64, u64)>,
@@ -109,7 +110,7 @@ impl OpenFile {
         });
         OpenFile {
             rows: Some(tx),
-            encoder,
+            encoder: Some(encoder),
             encoded,
             rows_sent: 0,
             name,
@@ -130,16 +131,24 @@ impl OpenFile {
             return Ok(());
         }
         // The encoder ended early: its error.
-        self.rows = None;
-        match (&mut self.encoder).await {
-            Ok(Err(e)) => Err(e),
-            Ok(Ok(_)) => Err(Error::Lake(
+        match self.finish().await {
+            Err(e) => Err(e),
+            Ok(_) => Err(Error::Lake(
                 "current table: a file's encoder ended early".into(),
             )),
-            Err(e) => Err(Error::Lake(format!(
-                "current table: a file's encoder failed: {e}"
-            ))),
         }
+    }
+
+    /// Closes the queue and waits for the encoder to hand the writer back.
+    async fn finish(&mut self) -> Result<FileWriter> {
+        self.rows = None;
+        let encoder = self
+            .encoder
+            .take()
+            .ok_or_else(|| Error::Lake("current table: a file's encoder ended early".into()))?;
+        encoder
+            .await
+            .map_err(|e| Error::Lake(format!("current table: a file's encoder failed: {e}")))?
     }
 
     /// The file's bytes once the encoder has the rows sent: what it has
@@ -160,11 +169,7 @@ impl OpenFile {
 
     /// The writer, once the encoder has written every batch.
     async fn writer(mut self) -> Result<(FileWriter, String, Vec<u8>, Vec<u8>, Option<KeyRuns>)> {
-        self.rows = None;
-        let writer = self
-            .encoder
-            .await
-            .map_err(|e| Error::Lake(format!("current table: a file's encoder failed: {e}")))??;
+        let writer = self.finish().await?;
         Ok((writer, self.name, self.first, self.last, self.runs))
     }
 }
@@ -216,7 +221,15 @@ impl Output<'_> {
         if let (Some(runs), Some(i)) = (open.runs.as_mut(), self.runs_column) {
             runs.push(batch.column(i).as_ref());
         }
-        open.write(batch).await?;
+        if let Err(e) = open.write(batch).await {
+            // The encoder is gone with its error: nothing can finish the
+            // file (a `cut` would wait for the encoder a second time).
+            self.open = None;
+            return Err(e);
+        }
+        let Some(open) = self.open.as_mut() else {
+            return Ok(());
+        };
         open.last = last.to_vec();
         // The encoder may be behind: the bytes of the rows it has not
         // taken yet are reckoned at its bytes a row so far.
@@ -281,5 +294,39 @@ impl Output<'_> {
             "stats": stats.to_string(),
             "tags": {TAG_FIRST: hex(first), TAG_LAST: hex(last)},
         }}));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, Int64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    /// An encoder that fails (a batch of another schema) fails every later
+    /// write and the end of the file with an error, never a panic.
+    #[tokio::test]
+    async fn a_failed_encoder_fails_every_later_call() {
+        let store: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::memory::InMemory::new());
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let upload = object_store::buffered::BufWriter::new(store, Path::from("f.parquet"));
+        let writer = AsyncArrowWriter::try_new(upload, schema.clone(), None).unwrap();
+        let mut open = OpenFile::new(writer, "f.parquet".into(), Vec::new(), None);
+        let good =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1, 2]))]).unwrap();
+        let other = Arc::new(Schema::new(vec![Field::new("id", DataType::Int32, false)]));
+        let bad = RecordBatch::try_new(other, vec![Arc::new(Int32Array::from(vec![3]))]).unwrap();
+        open.write(&good).await.unwrap();
+        open.write(&bad).await.unwrap();
+        let mut failed = 0;
+        for _ in 0..4 {
+            failed += usize::from(open.write(&good).await.is_err());
+        }
+        assert!(
+            failed >= 3,
+            "{failed} of 4 writes after the bad batch failed"
+        );
+        assert!(open.writer().await.is_err());
     }
 }
