@@ -649,6 +649,9 @@ pub(super) async fn in_key_order(
     if !sources.iter().all(ChangeSource::whole) {
         return Ok(None);
     }
+    if !samples_in_key_order(ctx, t, sources, target).await? {
+        return Ok(None);
+    }
     let mut last: Option<Vec<u8>> = None;
     let mut found = InOrder {
         changes: 0,
@@ -675,6 +678,43 @@ pub(super) async fn in_key_order(
         }
     }
     Ok(Some(found))
+}
+
+/// Files of `sources` sampled before [`in_key_order`] reads them all.
+const ORDER_SAMPLES: usize = 9;
+
+/// Whether the first batches of a few files spread over `sources` come in
+/// key order: a necessary condition of [`in_key_order`], read in a few
+/// batches. Changes out of order mostly show here (a bulk UPDATE after the
+/// INSERT that wrote its keys starts again from the least key), before all
+/// the rows in order ahead of them are read.
+async fn samples_in_key_order(
+    ctx: &Ctx<'_>,
+    t: &FoldTable,
+    sources: &[ChangeSource],
+    target: &Target<'_>,
+) -> Result<bool> {
+    let n = sources.len();
+    if n <= ORDER_SAMPLES {
+        return Ok(true);
+    }
+    let mut last: Option<Vec<u8>> = None;
+    for k in 0..ORDER_SAMPLES {
+        let src = &sources[k * (n - 1) / (ORDER_SAMPLES - 1)];
+        let names = stored_names(t, src, target);
+        let mut stream = open_source(ctx, src, &names, target, true).await?;
+        let Some(batch) = stream.try_next().await? else {
+            continue;
+        };
+        let rows = change_rows(t, src, &batch, &names[0], target)?;
+        if !ascending(&rows, last.as_deref()) {
+            return Ok(false);
+        }
+        if let Some(r) = rows.keys.num_rows().checked_sub(1) {
+            last = Some(rows.keys.row(r).as_ref().to_vec());
+        }
+    }
+    Ok(true)
 }
 
 /// What [`in_key_order`] found of changes in key order.
