@@ -223,7 +223,7 @@ impl Output<'_> {
         }
         if let Err(e) = open.write(batch).await {
             // The encoder is gone with its error: nothing can finish the
-            // file (a `cut` would wait for the encoder a second time).
+            // file (a `cut` would only meet the error again).
             self.open = None;
             return Err(e);
         }
