@@ -11,7 +11,7 @@
 //! Changes that come in key order, one per key — a table's first fold after
 //! its snapshot, whose chunks are read in key order — skip the sorter: a
 //! first pass over their key columns finds them in order, and the fold reads
-//! them again as they are while it writes ([`changes::ChangeStream`]), so
+//! them again as they are while it writes ([`stream::ChangeStream`]), so
 //! they are never copied into runs nor spilled. So do the last changes of
 //! a fold read in two passes when they come in key order (a bulk INSERT,
 //! then an UPDATE and a DELETE of its rows in key order): the second pass
@@ -38,14 +38,15 @@ mod marks;
 mod output;
 mod purge;
 mod removals;
+mod stream;
 use changes::{
     in_key_order, last_changes, live_sources, manifest_sources, read_change_rows, source_bytes,
-    ChangeStream,
 };
 use key_runs::runs_column;
 pub(super) use marks::LiveRows;
 pub(crate) use output::delta_file_properties;
 use output::{keyed_file_properties, Output, ROW_GROUP_BYTES};
+use stream::ChangeStream;
 
 fn key_rows(conv: &RowConverter, batch: &RecordBatch, key_idx: &[usize]) -> Result<Rows> {
     let cols: Vec<ArrayRef> = key_idx.iter().map(|i| batch.column(*i).clone()).collect();
