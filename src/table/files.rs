@@ -161,9 +161,35 @@ pub(crate) async fn open_parquet_rows(
     Ok(builder.build()?)
 }
 
-/// The rows at `rows` (below `total`) of a file of `total` rows, as runs of
-/// rows selected and skipped.
+/// Below this many rows a run of selected or skipped rows, on average, a
+/// selection is a bitmap rather than runs (the `parquet` crate's own
+/// threshold for reading one through a mask).
+const MASK_RUN_ROWS: u64 = 32;
+
+/// The rows at `rows` (below `total`) of a file of `total` rows: as runs of
+/// rows selected and skipped, or as a bitmap when the runs are short (a
+/// fold's second pass picking every other row of a bulk UPDATE). The reader
+/// walks the runs once for every column it reads, to find the pages that
+/// hold a selected row; a bitmap it tests a page at a time.
 fn selection(rows: &RoaringTreemap, total: u64) -> RowSelection {
+    let runs = rows
+        .iter()
+        .take_while(|p| *p < total)
+        .scan(None, |last: &mut Option<u64>, p| {
+            let starts = last.is_none_or(|l| l + 1 != p);
+            *last = Some(p);
+            Some(starts)
+        })
+        .filter(|starts| *starts)
+        .count() as u64;
+    if runs * 2 * MASK_RUN_ROWS > total {
+        let mut mask = arrow::array::BooleanBufferBuilder::new(total as usize);
+        mask.append_n(total as usize, false);
+        for p in rows.iter().take_while(|p| *p < total) {
+            mask.set_bit(p as usize, true);
+        }
+        return RowSelection::from_boolean_buffer(mask.finish());
+    }
     let mut selectors = Vec::new();
     let mut next = 0u64;
     let mut run: Option<(u64, u64)> = None;
@@ -217,5 +243,36 @@ mod tests {
         let none = selection(&RoaringTreemap::new(), 4);
         assert_eq!(none.row_count(), 0);
         assert_eq!(none.skipped_row_count(), 4);
+    }
+
+    #[test]
+    fn short_runs_make_a_bitmap_and_long_ones_runs() {
+        // Every other row of 10,000: runs of one, a bitmap.
+        let every_other: RoaringTreemap = (0u64..10_000).step_by(2).collect();
+        let sel = selection(&every_other, 10_001);
+        let mask = sel.as_mask().expect("a bitmap");
+        assert_eq!(mask.len(), 10_001);
+        assert_eq!(mask.count_set_bits(), 5_000);
+        assert!(mask.value(0) && !mask.value(1) && mask.value(9_998) && !mask.value(10_000));
+        // Positions past the file's rows are left out.
+        let past: RoaringTreemap = [1u64, 3, 20].into_iter().collect();
+        let sel = selection(&past, 5);
+        assert_eq!(sel.row_count(), 2);
+        assert_eq!(sel.skipped_row_count(), 3);
+        // Two runs of 1,000 rows in 10,000: runs.
+        let long: RoaringTreemap = (100u64..1_100).chain(5_000..6_000).collect();
+        let sel = selection(&long, 10_000);
+        assert!(sel.as_mask().is_none());
+        let runs: Vec<(bool, usize)> = sel.iter().map(|s| (s.skip, s.row_count)).collect();
+        assert_eq!(
+            runs,
+            vec![
+                (true, 100),
+                (false, 1_000),
+                (true, 3_900),
+                (false, 1_000),
+                (true, 4_000)
+            ]
+        );
     }
 }
