@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use futures::{FutureExt, TryFutureExt};
+use futures::{FutureExt, TryFutureExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
@@ -161,6 +161,106 @@ pub(crate) async fn open_parquet_rows(
     Ok(builder.build()?)
 }
 
+/// Which leaf columns of a file are read, by their path.
+pub(crate) type Leaves = Box<dyn Fn(&[String]) -> bool + Send>;
+
+/// A file a [`ReadAhead`] reads: its leaf columns that `wanted` accepts
+/// and, with `rows`, only those rows (as [`open_parquet_rows`]; a file with
+/// none is not opened).
+pub(crate) struct AheadFile {
+    pub path: Path,
+    pub size: Option<u64>,
+    pub wanted: Leaves,
+    pub rows: Option<RoaringTreemap>,
+}
+
+/// Files read one after another by a task of their own, which opens and
+/// decodes them ahead of the reader while the batches waiting for the
+/// reader hold no more than `ahead_bytes` (or one batch): decompressing and decoding run on another of the
+/// runtime's threads beside whatever the reader does with the batches
+/// before. Each batch comes with the index of its file. Dropping it stops
+/// the task.
+pub(crate) struct ReadAhead {
+    rx: tokio::sync::mpsc::UnboundedReceiver<Result<Ahead>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+type Ahead = (
+    usize,
+    arrow::record_batch::RecordBatch,
+    tokio::sync::OwnedSemaphorePermit,
+);
+
+impl ReadAhead {
+    pub fn spawn(store: Arc<dyn ObjectStore>, files: Vec<AheadFile>, ahead_bytes: usize) -> Self {
+        let cap = ahead_bytes.clamp(1, u32::MAX as usize) as u32;
+        let room = Arc::new(tokio::sync::Semaphore::new(cap as usize));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            for (i, f) in files.into_iter().enumerate() {
+                if f.rows.as_ref().is_some_and(RoaringTreemap::is_empty) {
+                    continue;
+                }
+                let opened =
+                    open_parquet_rows(&store, f.path, f.size, f.wanted, f.rows.as_ref()).await;
+                let mut stream = match opened {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                loop {
+                    let batch = match stream.try_next().await {
+                        Ok(Some(batch)) => batch,
+                        Ok(None) => break,
+                        Err(e) => {
+                            let _ = tx.send(Err(e.into()));
+                            return;
+                        }
+                    };
+                    let bytes = (batch.get_array_memory_size() as u64).clamp(1, cap as u64);
+                    let Ok(permit) = room.clone().acquire_many_owned(bytes as u32).await else {
+                        return;
+                    };
+                    if tx.send(Ok((i, batch, permit))).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        ReadAhead {
+            rx,
+            task: Some(task),
+        }
+    }
+
+    /// The next batch and the index of its file; `None` after the last.
+    pub async fn next(&mut self) -> Result<Option<(usize, arrow::record_batch::RecordBatch)>> {
+        if let Some(next) = self.rx.recv().await {
+            // Its bytes no longer wait: the permit goes.
+            let (i, batch, _waiting) = next?;
+            return Ok(Some((i, batch)));
+        }
+        // The task ended: after the last file, or by a panic, which must not
+        // pass for the end of the rows.
+        match self.task.take() {
+            Some(task) => task.await.map(|()| None).map_err(|e| {
+                crate::Error::Lake(format!("reading Parquet files ahead: the task failed: {e}"))
+            }),
+            None => Ok(None),
+        }
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
 /// Below this many rows a run of selected or skipped rows, on average, a
 /// selection is a bitmap rather than runs (the `parquet` crate's own
 /// threshold for reading one through a mask).
@@ -243,6 +343,76 @@ mod tests {
         let none = selection(&RoaringTreemap::new(), 4);
         assert_eq!(none.row_count(), 0);
         assert_eq!(none.skipped_row_count(), 4);
+    }
+
+    async fn put_ids(store: &Arc<dyn ObjectStore>, path: &str, ids: std::ops::Range<i64>) {
+        use arrow::array::Int64Array;
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let batch = arrow::record_batch::RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from_iter_values(ids))],
+        )
+        .unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        store.put(&Path::from(path), bytes.into()).await.unwrap();
+    }
+
+    fn ahead_file(path: &str, rows: Option<RoaringTreemap>) -> AheadFile {
+        AheadFile {
+            path: Path::from(path),
+            size: None,
+            wanted: Box::new(|_| true),
+            rows,
+        }
+    }
+
+    /// Files read ahead come in order, each batch with its file, the rows
+    /// selected only, files with no row selected passed over; a file that
+    /// cannot be read is an error, never an early end.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn files_read_ahead_come_in_order_and_fail_loudly() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        put_ids(&store, "a.parquet", 0..10_000).await;
+        put_ids(&store, "b.parquet", 10_000..10_010).await;
+        put_ids(&store, "c.parquet", 20_000..20_005).await;
+        let every_third: RoaringTreemap = (0u64..10_000).step_by(3).collect();
+        for ahead_bytes in [1, 1 << 20] {
+            let files = vec![
+                ahead_file("a.parquet", Some(every_third.clone())),
+                ahead_file("b.parquet", Some(RoaringTreemap::new())),
+                ahead_file("c.parquet", None),
+            ];
+            let mut read = ReadAhead::spawn(store.clone(), files, ahead_bytes);
+            let mut got = Vec::new();
+            while let Some((i, batch)) = read.next().await.unwrap() {
+                let ids = batch
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<arrow::array::Int64Array>();
+                got.extend(ids.unwrap().values().iter().map(|id| (i, *id)));
+            }
+            let want: Vec<(usize, i64)> = (0..10_000)
+                .step_by(3)
+                .map(|id| (0, id))
+                .chain((20_000..20_005).map(|id| (2, id)))
+                .collect();
+            assert_eq!(got, want, "ahead_bytes {ahead_bytes}");
+            assert!(read.next().await.unwrap().is_none());
+        }
+        let files = vec![
+            ahead_file("c.parquet", None),
+            ahead_file("gone.parquet", None),
+            ahead_file("a.parquet", None),
+        ];
+        let mut read = ReadAhead::spawn(store.clone(), files, 1 << 20);
+        let (i, batch) = read.next().await.unwrap().unwrap();
+        assert_eq!((i, batch.num_rows()), (0, 5));
+        let e = read.next().await.unwrap_err().to_string();
+        assert!(e.contains("gone.parquet"), "{e}");
     }
 
     #[test]

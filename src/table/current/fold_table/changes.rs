@@ -6,7 +6,7 @@ use arrow::array::{Array, BooleanArray};
 use parquet::arrow::async_reader::ParquetRecordBatchStream;
 use roaring::RoaringTreemap;
 
-use super::super::super::files::{open_parquet_rows, StoreFile};
+use super::super::super::files::{AheadFile, ReadAhead, StoreFile};
 use super::super::sort::{KEY, SEQ, VALUES};
 pub(super) use super::removals::Removals;
 use super::*;
@@ -233,6 +233,42 @@ pub(super) async fn open_source(
     .await
 }
 
+/// Reads the files of `sources` (their columns a fold uses; with
+/// `selected`, only the rows it names) ahead of the fold, on another
+/// thread, in an eighth of the fold's memory share; with the names each
+/// source's columns are stored under ([`stored_names`]).
+pub(super) fn read_ahead(
+    ctx: &Ctx<'_>,
+    t: &FoldTable,
+    sources: &[ChangeSource],
+    target: &Target<'_>,
+    keys_only: bool,
+    selected: Option<&[RoaringTreemap]>,
+) -> (Vec<Vec<Vec<Option<String>>>>, ReadAhead) {
+    let names: Vec<_> = sources
+        .iter()
+        .map(|src| stored_names(t, src, target))
+        .collect();
+    let files = sources
+        .iter()
+        .zip(&names)
+        .enumerate()
+        .map(|(i, (src, names))| {
+            let (names, key_idx) = (names.clone(), target.key_idx.clone());
+            AheadFile {
+                path: src.path.clone(),
+                size: src.bytes,
+                wanted: Box::new(move |path| wanted(path, &names, &key_idx, keys_only)),
+                rows: selected.map(|s| s[i].clone()),
+            }
+        })
+        .collect();
+    (
+        names,
+        ReadAhead::spawn(ctx.store.clone(), files, ctx.budget / 8),
+    )
+}
+
 /// Reads the rows of `sources` into `sorter`; with `selected`, only the
 /// rows it names (by source, their positions in the file): the others are
 /// skipped by the Parquet reader, not decoded.
@@ -244,46 +280,31 @@ pub(super) async fn read_change_rows(
     sorter: &mut Sorter,
     selected: Option<&[RoaringTreemap]>,
 ) -> Result<()> {
-    for (i, src) in sources.iter().enumerate() {
-        let names = stored_names(t, src, target);
-        let rows = selected.map(|s| &s[i]);
-        if rows.is_some_and(RoaringTreemap::is_empty) {
-            continue;
-        }
-        let mut stream = open_parquet_rows(
-            &ctx.store,
-            src.path.clone(),
-            src.bytes,
-            |path| wanted(path, &names, &target.key_idx, false),
-            rows,
-        )
-        .await?;
-        while let Some(batch) = stream.try_next().await? {
-            for (range, sources) in src.ranges.iter().zip(&names) {
-                if range.lo == i64::MIN && range.hi == i64::MAX {
-                    add_change_batch(t, src, &batch, sources, target, sorter)?;
-                    continue;
-                }
-                let seq = shape::cdc_column(batch.schema().fields(), batch.columns(), "_seq")
-                    .cloned()
-                    .ok_or_else(|| {
-                        lake_err(t, format!("changelog file {} has no _seq", src.path))
-                    })?;
-                let seq = cast(&seq, &DataType::Int64).map_err(|e| lake_err(t, e))?;
-                let seq = seq.as_primitive::<arrow::datatypes::Int64Type>();
-                let keep: BooleanArray = seq
-                    .iter()
-                    .map(|s| Some(s.is_some_and(|s| range.lo <= s && s < range.hi)))
-                    .collect();
-                if keep.true_count() == 0 {
-                    continue;
-                }
-                let rows = arrow::compute::filter_record_batch(&batch, &keep)
-                    .map_err(|e| lake_err(t, e))?;
-                add_change_batch(t, src, &rows, sources, target, sorter)?;
+    let (names, mut batches) = read_ahead(ctx, t, sources, target, false, selected);
+    while let Some((i, batch)) = batches.next().await? {
+        let src = &sources[i];
+        for (range, sources) in src.ranges.iter().zip(&names[i]) {
+            if range.lo == i64::MIN && range.hi == i64::MAX {
+                add_change_batch(t, src, &batch, sources, target, sorter)?;
+                continue;
             }
-            sorter.spill_if_full()?;
+            let seq = shape::cdc_column(batch.schema().fields(), batch.columns(), "_seq")
+                .cloned()
+                .ok_or_else(|| lake_err(t, format!("changelog file {} has no _seq", src.path)))?;
+            let seq = cast(&seq, &DataType::Int64).map_err(|e| lake_err(t, e))?;
+            let seq = seq.as_primitive::<arrow::datatypes::Int64Type>();
+            let keep: BooleanArray = seq
+                .iter()
+                .map(|s| Some(s.is_some_and(|s| range.lo <= s && s < range.hi)))
+                .collect();
+            if keep.true_count() == 0 {
+                continue;
+            }
+            let rows =
+                arrow::compute::filter_record_batch(&batch, &keep).map_err(|e| lake_err(t, e))?;
+            add_change_batch(t, src, &rows, sources, target, sorter)?;
         }
+        sorter.spill_if_full()?;
     }
     Ok(())
 }
@@ -511,47 +532,49 @@ pub(super) async fn last_changes(
     let mut selected = vec![RoaringTreemap::new(); sources.len()];
     let mut truncates = 0;
     let mut moves = false;
-    for (i, src) in sources.iter().enumerate() {
-        let names = stored_names(t, src, target);
-        let mut stream = open_source(ctx, src, &names, target, true).await?;
-        let mut at = 0u64;
-        while let Some(batch) = stream.try_next().await? {
-            let n = batch.num_rows();
-            for (range, names) in src.ranges.iter().zip(&names) {
-                let rows = change_rows(t, src, &batch, names, target)?;
-                let positions = arrow::array::UInt64Array::from_iter_values((0..n).map(|r| {
-                    let deletes = if rows.op(r) == Op::Delete { REMOVES } else { 0 };
-                    deletes | ((i as u64) << ROW_BITS) | (at + r as u64)
-                }));
-                let vb = keys.add_values(
-                    RecordBatch::try_new(schema.clone(), vec![Arc::new(positions)])
-                        .map_err(|e| lake_err(t, e))?,
-                );
-                let kb = keys.add_keys(rows.keys.clone());
-                let bb = rows.before.clone().map(|b| keys.add_keys(b));
-                for r in 0..n {
-                    let (s, at_r) = (rows.seq(r), r as u32);
-                    if s < range.lo || s >= range.hi {
-                        continue;
+    let (names, mut batches) = read_ahead(ctx, t, sources, target, true, None);
+    // The source being read, and the position in it of the batch's first row.
+    let (mut reading, mut at) = (usize::MAX, 0u64);
+    while let Some((i, batch)) = batches.next().await? {
+        let src = &sources[i];
+        if i != reading {
+            (reading, at) = (i, 0);
+        }
+        let n = batch.num_rows();
+        for (range, names) in src.ranges.iter().zip(&names[i]) {
+            let rows = change_rows(t, src, &batch, names, target)?;
+            let positions = arrow::array::UInt64Array::from_iter_values((0..n).map(|r| {
+                let deletes = if rows.op(r) == Op::Delete { REMOVES } else { 0 };
+                deletes | ((i as u64) << ROW_BITS) | (at + r as u64)
+            }));
+            let vb = keys.add_values(
+                RecordBatch::try_new(schema.clone(), vec![Arc::new(positions)])
+                    .map_err(|e| lake_err(t, e))?,
+            );
+            let kb = keys.add_keys(rows.keys.clone());
+            let bb = rows.before.clone().map(|b| keys.add_keys(b));
+            for r in 0..n {
+                let (s, at_r) = (rows.seq(r), r as u32);
+                if s < range.lo || s >= range.hi {
+                    continue;
+                }
+                match rows.op(r) {
+                    Op::Truncate => {
+                        truncates += 1;
+                        selected[i].insert(at + r as u64);
                     }
-                    match rows.op(r) {
-                        Op::Truncate => {
-                            truncates += 1;
-                            selected[i].insert(at + r as u64);
-                        }
-                        _ => {
-                            keys.put(s, (kb, at_r), (vb, at_r));
-                            if let (Some(bk), true) = (bb, rows.moved[r]) {
-                                keys.put(s, (bk, at_r), (vb, at_r));
-                                moves = true;
-                            }
+                    _ => {
+                        keys.put(s, (kb, at_r), (vb, at_r));
+                        if let (Some(bk), true) = (bb, rows.moved[r]) {
+                            keys.put(s, (bk, at_r), (vb, at_r));
+                            moves = true;
                         }
                     }
                 }
             }
-            at += n as u64;
-            keys.spill_if_full()?;
         }
+        at += n as u64;
+        keys.spill_if_full()?;
     }
     let changes = keys.changes() + truncates;
     let mut last = keys.finish()?;

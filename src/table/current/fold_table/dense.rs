@@ -16,8 +16,7 @@ use roaring::RoaringTreemap;
 use arrow::array::Array;
 
 use super::changes::{
-    change_rows, open_source, stored_names, ChangeSource, InOrder, LastChanges, Op, Ordered,
-    Removals,
+    change_rows, read_ahead, ChangeSource, InOrder, LastChanges, Op, Ordered, Removals,
 };
 use super::*;
 
@@ -129,45 +128,48 @@ pub(super) async fn last_changes(
     let mut starts = Vec::with_capacity(sources.len());
     let mut read = 0u64;
     let (mut changes, mut truncates) = (0usize, 0usize);
-    for (i, src) in sources.iter().enumerate() {
-        starts.push(read);
-        let names = stored_names(t, src, target);
-        let mut stream = open_source(ctx, src, &names, target, true).await?;
-        while let Some(batch) = stream.try_next().await? {
-            let n = batch.num_rows();
-            for (range, names) in src.ranges.iter().zip(&names) {
-                let rows = change_rows(t, src, &batch, names, target)?;
-                let keys = match cast(rows.values.column(key_col), &DataType::Int64) {
-                    Ok(k) => k,
-                    Err(_) => return Ok(None),
-                };
-                let keys = keys.as_primitive::<arrow::datatypes::Int64Type>();
-                for r in 0..n {
-                    let s = rows.seq(r);
-                    if s < range.lo || s >= range.hi {
-                        continue;
+    let (names, mut batches) = read_ahead(ctx, t, sources, target, true, None);
+    while let Some((i, batch)) = batches.next().await? {
+        let src = &sources[i];
+        while starts.len() <= i {
+            starts.push(read);
+        }
+        let n = batch.num_rows();
+        for (range, names) in src.ranges.iter().zip(&names[i]) {
+            let rows = change_rows(t, src, &batch, names, target)?;
+            let keys = match cast(rows.values.column(key_col), &DataType::Int64) {
+                Ok(k) => k,
+                Err(_) => return Ok(None),
+            };
+            let keys = keys.as_primitive::<arrow::datatypes::Int64Type>();
+            for r in 0..n {
+                let s = rows.seq(r);
+                if s < range.lo || s >= range.hi {
+                    continue;
+                }
+                let position = read + r as u64;
+                match rows.op(r) {
+                    Op::Truncate => {
+                        truncates += 1;
+                        selected[i].insert(position - starts[i]);
                     }
-                    let position = read + r as u64;
-                    match rows.op(r) {
-                        Op::Truncate => {
-                            truncates += 1;
-                            selected[i].insert(position - starts[i]);
+                    op => {
+                        if rows.moved[r] || keys.is_null(r) {
+                            return Ok(None);
                         }
-                        op => {
-                            if rows.moved[r] || keys.is_null(r) {
-                                return Ok(None);
-                            }
-                            changes += 1;
-                            let deletes = op == Op::Delete;
-                            if !slots.put(keys.value(r), s, position, deletes, changes) {
-                                return Ok(None);
-                            }
+                        changes += 1;
+                        let deletes = op == Op::Delete;
+                        if !slots.put(keys.value(r), s, position, deletes, changes) {
+                            return Ok(None);
                         }
                     }
                 }
             }
-            read += n as u64;
         }
+        read += n as u64;
+    }
+    while starts.len() < sources.len() {
+        starts.push(read);
     }
 
     // In key order: what the sorter's merge gives.

@@ -2,28 +2,25 @@
 //! rows read again as they are, with the removed keys merged in among them.
 
 use arrow::array::{Array, BinaryArray, BooleanArray, Int64Array};
-use parquet::arrow::async_reader::ParquetRecordBatchStream;
 use roaring::RoaringTreemap;
 
-use super::super::super::files::{open_parquet_rows, StoreFile};
+use super::super::super::files::ReadAhead;
 use super::super::sort::{run_schema, KEY, RUN_BATCH_ROWS, VALUES};
-use super::changes::{ascending, change_rows, stored_names, wanted, ChangeSource, Removals};
+use super::changes::{ascending, change_rows, read_ahead, ChangeSource, Removals};
 use super::*;
 
 /// Changes that [`in_key_order`] found in key order, read again as they are
 /// and handed out as batches of the sorter's runs (`[key, seq, removed,
 /// values]`): no sorting, no spilling, one changelog batch in memory.
 pub(super) struct ChangeStream<'a> {
-    ctx: &'a Ctx<'a>,
     t: &'a FoldTable,
     sources: &'a [ChangeSource],
-    /// The rows read of each source (all when `None`).
-    selected: Option<&'a [RoaringTreemap]>,
     target: &'a Target<'a>,
     schema: SchemaRef,
-    /// The next source to open, and the one being read.
-    next: usize,
-    reading: Option<(ParquetRecordBatchStream<StoreFile>, Vec<Option<String>>)>,
+    /// The names each source's columns are stored under, and the sources'
+    /// rows (those selected), read ahead.
+    names: Vec<Vec<Option<String>>>,
+    batches: ReadAhead,
     /// The last key handed out.
     last: Option<Vec<u8>>,
     /// The rest of the batch being handed out.
@@ -42,15 +39,18 @@ impl<'a> ChangeStream<'a> {
         removals: Option<Removals>,
         target: &'a Target<'a>,
     ) -> Self {
+        let (names, batches) = read_ahead(ctx, t, sources, target, false, selected);
         ChangeStream {
-            ctx,
             t,
             sources,
-            selected,
             target,
             schema: run_schema(&target.schema),
-            next: 0,
-            reading: None,
+            // Such sources are whole files: one range, one version.
+            names: names
+                .into_iter()
+                .map(|n| n.into_iter().next().unwrap_or_default())
+                .collect(),
+            batches,
             last: None,
             pending: None,
             removals: removals.map(Removals::finish),
@@ -126,36 +126,13 @@ impl<'a> ChangeStream<'a> {
 
     async fn next_read(&mut self) -> Result<Option<RecordBatch>> {
         loop {
-            let Some((stream, names)) = self.reading.as_mut() else {
-                let Some(src) = self.sources.get(self.next) else {
-                    // The keys removed after the last row put.
-                    let rest =
-                        self.with_removals(RecordBatch::new_empty(self.schema.clone()), None)?;
-                    return Ok((rest.num_rows() > 0).then_some(rest));
-                };
-                self.next += 1;
-                let rows = self.selected.map(|s| &s[self.next - 1]);
-                if rows.is_some_and(RoaringTreemap::is_empty) {
-                    continue;
-                }
-                let mut names = stored_names(self.t, src, self.target);
-                let stream = open_parquet_rows(
-                    &self.ctx.store,
-                    src.path.clone(),
-                    src.bytes,
-                    |path| wanted(path, &names, &self.target.key_idx, false),
-                    rows,
-                )
-                .await?;
-                self.reading = Some((stream, names.swap_remove(0)));
-                continue;
+            let Some((i, batch)) = self.batches.next().await? else {
+                // The keys removed after the last row put.
+                let rest = self.with_removals(RecordBatch::new_empty(self.schema.clone()), None)?;
+                return Ok((rest.num_rows() > 0).then_some(rest));
             };
-            let Some(batch) = stream.try_next().await? else {
-                self.reading = None;
-                continue;
-            };
-            let src = &self.sources[self.next - 1];
-            let rows = change_rows(self.t, src, &batch, names, self.target)?;
+            let src = &self.sources[i];
+            let rows = change_rows(self.t, src, &batch, &self.names[i], self.target)?;
             let n = rows.keys.num_rows();
             if n == 0 {
                 continue;
