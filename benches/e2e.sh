@@ -382,26 +382,7 @@ run_zongji() {
 }
 
 sluice_config() { # dir -> writes dir/sluice.toml (default [flush] settings)
-    mkdir -p "$1"
-    cat >"$1/sluice.toml" <<TOML
-[source]
-url = "mysql://$DB_USER@127.0.0.1:$port"
-server_id = 5401
-start = { file = "$START_FILE", pos = $START_POS }
-
-[filter]
-include = ['sbtest\..*', 'bench\..*']
-
-[sink]
-url = "$1/lake"
-
-[state]
-dir = "$1/state"
-
-# The binlog from the start position is what is measured, not a snapshot.
-[snapshot]
-mode = "never"
-TOML
+    bench_config "$1" "$DB_USER" "$port" "$START_FILE" "$START_POS"
     if [ -n "$SLUICE_FLUSH" ]; then
         printf '\n[flush]\n%s\n' "$SLUICE_FLUSH" >>"$1/sluice.toml"
     fi

@@ -40,27 +40,8 @@ trap cleanup EXIT
 server_start "$KEPT"
 
 config() { # dir current-enabled
-    cat >"$1/sluice.toml" <<TOML
-[source]
-url = "mysql://bench@127.0.0.1:$PORT"
-server_id = 5401
-start = { file = "$START_FILE", pos = $START_POS }
-
-[filter]
-include = ['sbtest\..*', 'bench\..*']
-
-[sink]
-url = "$1/lake"
-
-[state]
-dir = "$1/state"
-
-[snapshot]
-mode = "never"
-
-[current]
-enabled = $2
-TOML
+    bench_config "$1" bench "$PORT" "$START_FILE" "$START_POS"
+    printf '\n[current]\nenabled = %s\n' "$2" >>"$1/sluice.toml"
 }
 
 banner "the lake of the whole binlog, current tables off"

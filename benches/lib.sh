@@ -1,4 +1,4 @@
-# Shared by benches/e2e.sh and benches/capture.sh; meant to be sourced after
+# Shared by benches/e2e.sh, benches/fold_only.sh and benches/capture.sh; meant to be sourced after
 # scripts/common.sh (for banner, as_root, ensure_mariadb / MARIADBD).
 #
 # A throwaway mariadbd: its own data directory, socket and a free port on
@@ -103,4 +103,30 @@ server_stop() {
 # SQL as root over the socket.
 sql() {
     mariadb --no-defaults --socket="$SOCK" -uroot "$@"
+}
+
+# bench_config DIR USER PORT START_FILE START_POS: writes DIR/sluice.toml for
+# the e2e workload's tables (sbtest.*, bench.*) from that binlog position, no
+# snapshot, sluice's defaults otherwise; callers append their own sections.
+bench_config() {
+    mkdir -p "$1"
+    cat >"$1/sluice.toml" <<TOML
+[source]
+url = "mysql://$2@127.0.0.1:$3"
+server_id = 5401
+start = { file = "$4", pos = $5 }
+
+[filter]
+include = ['sbtest\..*', 'bench\..*']
+
+[sink]
+url = "$1/lake"
+
+[state]
+dir = "$1/state"
+
+# The binlog from the start position is what is measured, not a snapshot.
+[snapshot]
+mode = "never"
+TOML
 }
