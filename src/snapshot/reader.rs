@@ -20,6 +20,10 @@ use crate::types::ColumnKind;
 mod key;
 use key::{key_columns, key_names, key_orders, resumes_under, same_order, KeyColumn};
 
+/// A chunk whose consistent position the stream passed this many times in a
+/// row (and every time as many more) is named in a warning.
+const TOO_LATE_WARN_EVERY: u32 = 100;
+
 /// A table the reader is to read, and where its committed snapshot ended.
 #[derive(Debug, Clone)]
 pub struct Work {
@@ -177,6 +181,12 @@ impl Reader {
                     }
                     retries += 1;
                     debug!(%table, %at, retries, "the stream passed the chunk's position; reading again");
+                    if retries % TOO_LATE_WARN_EVERY == 0 {
+                        // A busy server whose every commit the stream reads
+                        // before the announcement arrives: a consistent
+                        // position may stay out of reach.
+                        warn!(%table, retries, "the stream keeps passing this snapshot chunk's consistent position before it can be placed; still trying (snapshot.method = \"watermark\" places chunks where the stream is, for tables with a key)");
+                    }
                     continue;
                 }
                 Reply::Skip => {
