@@ -176,10 +176,10 @@ pub(crate) struct AheadFile {
 
 /// Files read one after another by a task of their own, which opens and
 /// decodes them ahead of the reader while the batches waiting for the
-/// reader hold no more than `ahead_bytes` (or one batch): decompressing and decoding run on another of the
-/// runtime's threads beside whatever the reader does with the batches
-/// before. Each batch comes with the index of its file. Dropping it stops
-/// the task.
+/// reader hold no more than `ahead_bytes` (or one batch): decompressing
+/// and decoding run on another of the runtime's threads beside whatever
+/// the reader does with the batches before. Each batch comes with the
+/// index of its file. Dropping it stops the task.
 pub(crate) struct ReadAhead {
     rx: tokio::sync::mpsc::UnboundedReceiver<Result<Ahead>>,
     task: Option<tokio::task::JoinHandle<()>>,
