@@ -4,7 +4,9 @@
 # current tables off, then each run folds a copy of it (`run
 # --until-caught-up` with current tables on finds nothing to stream and
 # folds every change: 3.79 million at BULK_ROWS=1500000). Prints each run's
-# fold figures from sluice's log and its wall, user and system time.
+# fold figures from sluice's log and its wall, user and system time, and
+# after each round the first binary's run with current tables off (the same
+# start-up and catch-up without the fold: subtract it to get the fold's own).
 #
 #   KEEP=1 BULK_ROWS=1500000 SB_INSERT_EVENTS=20000 SB_WRITE_EVENTS=5000 RUNS=1 TOOLS=sluice benches/e2e.sh
 #   benches/fold_only.sh /tmp/sluice-bench.XXXXXX [SLUICE_BIN ...]
@@ -49,16 +51,24 @@ mkdir -p "$work/base"
 config "$work/base" false
 SLUICE_SOURCE_PASSWORD=bench "${BINS[0]}" run --config "$work/base/sluice.toml" --until-caught-up 2>"$work/base.err"
 
+# One run of binary $1 over a fresh copy of the base lake, current tables
+# on ($2 = true) or off (the same start-up and catch-up with nothing folded:
+# what the process costs besides the fold).
+run_once() { # bin current-enabled label
+    rm -rf "$work/run"
+    mkdir -p "$work/run"
+    cp -r "$work/base/lake" "$work/base/state" "$work/run/"
+    config "$work/run" "$2"
+    /usr/bin/time -f "%e s wall, %U s user, %S s sys, %M KiB peak" -o "$work/time" \
+        env SLUICE_SOURCE_PASSWORD=bench "$1" run --config "$work/run/sluice.toml" --until-caught-up 2>"$work/run.err"
+    figures="$({ grep "current tables folded" "$work/run.err" || true; } \
+        | grep -o 'changed_rows=[0-9]*\|rows_sorted=[0-9]*\|read_ms=[0-9]*\|apply_ms=[0-9]*' | tr '\n' ' ' || true)"
+    echo "run $run $3: $figures$(cat "$work/time")"
+}
+
 for run in $(seq 1 "$RUNS"); do
     for bin in "${BINS[@]}"; do
-        rm -rf "$work/run"
-        mkdir -p "$work/run"
-        cp -r "$work/base/lake" "$work/base/state" "$work/run/"
-        config "$work/run" true
-        /usr/bin/time -f "%e s wall, %U s user, %S s sys, %M KiB peak" -o "$work/time" \
-            env SLUICE_SOURCE_PASSWORD=bench "$bin" run --config "$work/run/sluice.toml" --until-caught-up 2>"$work/run.err"
-        figures="$(grep "current tables folded" "$work/run.err" \
-            | grep -o 'changed_rows=[0-9]*\|rows_sorted=[0-9]*\|read_ms=[0-9]*\|apply_ms=[0-9]*' | tr '\n' ' ')"
-        echo "run $run $bin: $figures$(cat "$work/time")"
+        run_once "$bin" true "$bin"
     done
+    run_once "${BINS[0]}" false "${BINS[0]} (current tables off)"
 done

@@ -311,13 +311,19 @@ async fn wait_for_signal() {
 /// while page-sized ones are still reused from the heap, and two arenas
 /// (the decoder's and one shared by the encoders) bound the rest. A lower
 /// threshold saves little more memory and costs a second of page faults on
-/// the benchmark. Figures in BENCHMARKS.md ("Memory"). A user who tunes
-/// malloc through the environment keeps their settings.
+/// the benchmark. A fixed threshold also fixes the trim threshold at
+/// glibc's 128 KiB: an arena gave back the top of its heap whenever that
+/// much was free, and faulted the same pages in again for the next Parquet
+/// page or row group (a fifth of a fold's CPU was the kernel's); a 16 MiB
+/// trim threshold keeps them, at most 16 MiB an arena. Figures in
+/// BENCHMARKS.md ("Memory"). A user who tunes malloc through the
+/// environment keeps their settings.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn tune_malloc() {
     let tuned_by_user = [
         "GLIBC_TUNABLES",
         "MALLOC_MMAP_THRESHOLD_",
+        "MALLOC_TRIM_THRESHOLD_",
         "MALLOC_ARENA_MAX",
     ]
     .iter()
@@ -329,6 +335,7 @@ fn tune_malloc() {
     // before any other thread exists.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 16 << 20);
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
