@@ -62,7 +62,7 @@ run_once() { # bin current-enabled label
     /usr/bin/time -f "%e s wall, %U s user, %S s sys, %M KiB peak" -o "$work/time" \
         env SLUICE_SOURCE_PASSWORD=bench "$1" run --config "$work/run/sluice.toml" --until-caught-up 2>"$work/run.err"
     figures="$({ grep "current tables folded" "$work/run.err" || true; } \
-        | grep -o 'changed_rows=[0-9]*\|rows_sorted=[0-9]*\|read_ms=[0-9]*\|apply_ms=[0-9]*' | tr '\n' ' ' || true)"
+        | grep -o 'changed_rows=[0-9]*\|rows_sorted=[0-9]*\|bytes_added=[0-9]*\|read_ms=[0-9]*\|apply_ms=[0-9]*' | tr '\n' ' ' || true)"
     echo "run $run $3: $figures$(cat "$work/time")"
 }
 
