@@ -229,14 +229,24 @@ fn project_columns(
     table_columns: usize,
 ) -> Result<Vec<ArrayRef>> {
     (0..table_columns)
-        .map(|i| {
-            let src = sources
-                .get(i)
-                .and_then(|s| s.as_deref())
-                .and_then(|n| column(fields, columns, n));
-            carry(src, target.field(i).data_type(), len)
-        })
+        .map(|i| project_column(fields, columns, len, sources, target, i))
         .collect()
+}
+
+/// Table column `i` of those [`project_columns`] gives.
+fn project_column(
+    fields: &Fields,
+    columns: &[ArrayRef],
+    len: usize,
+    sources: &[Option<String>],
+    target: &Schema,
+    i: usize,
+) -> Result<ArrayRef> {
+    let src = sources
+        .get(i)
+        .and_then(|s| s.as_deref())
+        .and_then(|n| column(fields, columns, n));
+    carry(src, target.field(i).data_type(), len)
 }
 
 /// The table columns of a batch in the shape of `target`.
@@ -257,6 +267,31 @@ pub fn project(
     )
 }
 
+/// Table column `i` of a batch alone, as [`project`] gives it.
+pub fn project_one(
+    batch: &RecordBatch,
+    sources: &[Option<String>],
+    target: &Schema,
+    i: usize,
+) -> Result<ArrayRef> {
+    let schema = batch.schema();
+    project_column(
+        schema.fields(),
+        batch.columns(),
+        batch.num_rows(),
+        sources,
+        target,
+        i,
+    )
+}
+
+/// The `_before` struct of a changelog batch, if it has one.
+fn before_struct(batch: &RecordBatch) -> Option<&StructArray> {
+    cdc_column(batch.schema_ref().fields(), batch.columns(), "_before")?
+        .as_any()
+        .downcast_ref::<StructArray>()
+}
+
 /// The same for the fields of the `_before` struct of a changelog batch
 /// (null where a row has no before image).
 pub fn project_before(
@@ -265,11 +300,7 @@ pub fn project_before(
     target: &Schema,
     table_columns: usize,
 ) -> Result<Option<Vec<ArrayRef>>> {
-    let schema = batch.schema();
-    let Some(before) = cdc_column(schema.fields(), batch.columns(), "_before") else {
-        return Ok(None);
-    };
-    let Some(before) = before.as_any().downcast_ref::<StructArray>() else {
+    let Some(before) = before_struct(batch) else {
         return Ok(None);
     };
     project_columns(
@@ -279,6 +310,28 @@ pub fn project_before(
         sources,
         target,
         table_columns,
+    )
+    .map(Some)
+}
+
+/// Table column `i` of the `_before` struct alone, as [`project_before`]
+/// gives it.
+pub fn project_before_one(
+    batch: &RecordBatch,
+    sources: &[Option<String>],
+    target: &Schema,
+    i: usize,
+) -> Result<Option<ArrayRef>> {
+    let Some(before) = before_struct(batch) else {
+        return Ok(None);
+    };
+    project_column(
+        before.fields(),
+        before.columns(),
+        before.len(),
+        sources,
+        target,
+        i,
     )
     .map(Some)
 }

@@ -288,10 +288,8 @@ pub(super) async fn read_change_rows(
                 add_change_batch(t, src, &batch, sources, target, sorter)?;
                 continue;
             }
-            let seq = shape::cdc_column(batch.schema().fields(), batch.columns(), "_seq")
-                .cloned()
-                .ok_or_else(|| lake_err(t, format!("changelog file {} has no _seq", src.path)))?;
-            let seq = cast(&seq, &DataType::Int64).map_err(|e| lake_err(t, e))?;
+            let seq = cast(&cdc_column(t, src, &batch, "_seq")?, &DataType::Int64)
+                .map_err(|e| lake_err(t, e))?;
             let seq = seq.as_primitive::<arrow::datatypes::Int64Type>();
             let keep: BooleanArray = seq
                 .iter()
@@ -318,11 +316,16 @@ pub(super) struct ChangeRows {
     before: Option<Rows>,
     /// Whether an update moves its row to another key.
     pub(super) moved: Vec<bool>,
+    pub(super) cdc: SeqsOps,
+}
+
+/// The `_seq` (as Int64) and `_op` of every row of a changelog batch.
+pub(super) struct SeqsOps {
     pub(super) seqs: ArrayRef,
     ops: Vec<Op>,
 }
 
-impl ChangeRows {
+impl SeqsOps {
     pub(super) fn seq(&self, r: usize) -> i64 {
         self.seqs
             .as_primitive::<arrow::datatypes::Int64Type>()
@@ -403,24 +406,13 @@ pub(super) fn change_rows(
     let (schema, conv, key_idx) = (&target.schema, &target.conv, &target.key_idx[..]);
     let ncols = target.tv.schema.columns.len();
     let mut cols = shape::project(batch, sources, schema, ncols)?;
-    let column = |name: &str| {
-        shape::cdc_column(batch.schema().fields(), batch.columns(), name)
-            .cloned()
-            .ok_or_else(|| lake_err(t, format!("changelog file {} has no {name}", src.path)))
-    };
-    let seq = cast(&column("_seq")?, &DataType::Int64).map_err(|e| lake_err(t, e))?;
+    let cdc = seqs_and_ops(t, src, batch)?;
     let ts = cast(
-        &column("_ts")?,
+        &cdc_column(t, src, batch, "_ts")?,
         &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
     )
     .map_err(|e| lake_err(t, e))?;
-    let ops = parse_ops(&column("_op")?).map_err(|bad| {
-        lake_err(
-            t,
-            format!("changelog file {} has a row with _op {bad}", src.path),
-        )
-    })?;
-    cols.push(seq.clone());
+    cols.push(cdc.seqs.clone());
     cols.push(ts);
     let values = RecordBatch::try_new(schema.clone(), cols).map_err(|e| lake_err(t, e))?;
     let keys = key_rows(conv, &values, key_idx)?;
@@ -444,8 +436,64 @@ pub(super) fn change_rows(
         keys,
         before: brows,
         moved,
-        seqs: seq,
-        ops,
+        cdc,
+    })
+}
+
+/// The CDC column `name` of a changelog batch.
+fn cdc_column(
+    t: &FoldTable,
+    src: &ChangeSource,
+    batch: &RecordBatch,
+    name: &str,
+) -> Result<ArrayRef> {
+    shape::cdc_column(batch.schema_ref().fields(), batch.columns(), name)
+        .cloned()
+        .ok_or_else(|| lake_err(t, format!("changelog file {} has no {name}", src.path)))
+}
+
+/// The [`SeqsOps`] of a changelog batch.
+fn seqs_and_ops(t: &FoldTable, src: &ChangeSource, batch: &RecordBatch) -> Result<SeqsOps> {
+    let seqs =
+        cast(&cdc_column(t, src, batch, "_seq")?, &DataType::Int64).map_err(|e| lake_err(t, e))?;
+    let ops = parse_ops(&cdc_column(t, src, batch, "_op")?).map_err(|bad| {
+        lake_err(
+            t,
+            format!("changelog file {} has a row with _op {bad}", src.path),
+        )
+    })?;
+    Ok(SeqsOps { seqs, ops })
+}
+
+/// What a first pass over a table keyed by the one column `key_col` needs
+/// of a changelog batch: the key and the before image's key as columns,
+/// `_seq` and `_op`. Unlike [`change_rows`], no other column (the pass does
+/// not read them: [`change_rows`] makes a null array for each) and no row
+/// format.
+pub(super) struct KeyChanges {
+    pub(super) keys: ArrayRef,
+    /// The before image's key, when the batch has `_before` (null where a
+    /// row has no before image).
+    pub(super) before: Option<ArrayRef>,
+    pub(super) cdc: SeqsOps,
+}
+
+/// [`KeyChanges`] of one changelog batch, whose columns are stored under
+/// `sources`.
+pub(super) fn key_changes(
+    t: &FoldTable,
+    src: &ChangeSource,
+    batch: &RecordBatch,
+    sources: &[Option<String>],
+    target: &Target<'_>,
+    key_col: usize,
+) -> Result<KeyChanges> {
+    let keys = shape::project_one(batch, sources, &target.schema, key_col)?;
+    let before = shape::project_before_one(batch, sources, &target.schema, key_col)?;
+    Ok(KeyChanges {
+        keys,
+        before,
+        cdc: seqs_and_ops(t, src, batch)?,
     })
 }
 
@@ -467,12 +515,12 @@ pub(super) fn add_change_batch(
     let mut next = 0u32;
     for (r, p) in put_row.iter_mut().enumerate() {
         *p = next;
-        next += u32::from(rows.op(r).puts());
+        next += u32::from(rows.cdc.op(r).puts());
     }
     let vb = if next as usize == n {
         sorter.add_values(rows.values.clone())
     } else {
-        let keep: BooleanArray = (0..n).map(|r| Some(rows.op(r).puts())).collect();
+        let keep: BooleanArray = (0..n).map(|r| Some(rows.cdc.op(r).puts())).collect();
         let kept =
             arrow::compute::filter_record_batch(&rows.values, &keep).map_err(|e| lake_err(t, e))?;
         sorter.add_values(kept)
@@ -480,8 +528,8 @@ pub(super) fn add_change_batch(
     let kb = sorter.add_keys(rows.keys.clone());
     let bb = rows.before.clone().map(|br| sorter.add_keys(br));
     for (r, &row) in put_row.iter().enumerate() {
-        let (s, at) = (rows.seq(r), r as u32);
-        match rows.op(r) {
+        let (s, at) = (rows.cdc.seq(r), r as u32);
+        match rows.cdc.op(r) {
             Op::Insert | Op::Snapshot => sorter.put(s, (kb, at), (vb, row)),
             Op::Update => {
                 // A key move: the before image's key is gone.
@@ -544,7 +592,11 @@ pub(super) async fn last_changes(
         for (range, names) in src.ranges.iter().zip(&names[i]) {
             let rows = change_rows(t, src, &batch, names, target)?;
             let positions = arrow::array::UInt64Array::from_iter_values((0..n).map(|r| {
-                let deletes = if rows.op(r) == Op::Delete { REMOVES } else { 0 };
+                let deletes = if rows.cdc.op(r) == Op::Delete {
+                    REMOVES
+                } else {
+                    0
+                };
                 deletes | ((i as u64) << ROW_BITS) | (at + r as u64)
             }));
             let vb = keys.add_values(
@@ -554,11 +606,11 @@ pub(super) async fn last_changes(
             let kb = keys.add_keys(rows.keys.clone());
             let bb = rows.before.clone().map(|b| keys.add_keys(b));
             for r in 0..n {
-                let (s, at_r) = (rows.seq(r), r as u32);
+                let (s, at_r) = (rows.cdc.seq(r), r as u32);
                 if s < range.lo || s >= range.hi {
                     continue;
                 }
-                match rows.op(r) {
+                match rows.cdc.op(r) {
                     Op::Truncate => {
                         truncates += 1;
                         selected[i].insert(at + r as u64);
@@ -696,7 +748,7 @@ pub(super) async fn in_key_order(
                     .get_or_insert_with(|| rows.keys.row(0).as_ref().to_vec());
                 last = Some(rows.keys.row(n - 1).as_ref().to_vec());
             }
-            found.puts_only &= (0..n).all(|r| rows.op(r).puts());
+            found.puts_only &= (0..n).all(|r| rows.cdc.op(r).puts());
             found.changes += n;
         }
     }
@@ -754,7 +806,7 @@ pub(super) struct InOrder {
 pub(super) fn ascending(rows: &ChangeRows, after: Option<&[u8]>) -> bool {
     let keys = &rows.keys;
     (0..keys.num_rows()).all(|r| {
-        let op = rows.op(r);
+        let op = rows.cdc.op(r);
         let previous = match r {
             0 => after,
             _ => Some(keys.row(r - 1).data()),
@@ -781,8 +833,10 @@ mod tests {
             keys: conv.convert_columns(&[ids]).unwrap(),
             before: None,
             moved: (0..keys.len()).map(|r| moved.contains(&r)).collect(),
-            seqs: Arc::new(Int64Array::from_iter_values(1..=keys.len() as i64)),
-            ops: ops.iter().map(|op| Op::parse(op).unwrap()).collect(),
+            cdc: SeqsOps {
+                seqs: Arc::new(Int64Array::from_iter_values(1..=keys.len() as i64)),
+                ops: ops.iter().map(|op| Op::parse(op).unwrap()).collect(),
+            },
         }
     }
 

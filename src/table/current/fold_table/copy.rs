@@ -200,7 +200,7 @@ impl Output<'_> {
                     })?;
                     let change = change_rows(t, src, &batch, &names[0], target)?;
                     let n = change.keys.num_rows();
-                    let all_put = (0..n).all(|r| change.op(r).puts());
+                    let all_put = (0..n).all(|r| change.cdc.op(r).puts());
                     if !all_put || !ascending(&change, last.as_deref()) {
                         return Err(lake_err(
                             t,

@@ -16,7 +16,7 @@ use roaring::RoaringTreemap;
 use arrow::array::Array;
 
 use super::changes::{
-    change_rows, read_ahead, ChangeSource, InOrder, LastChanges, Op, Ordered, Removals,
+    key_changes, read_ahead, ChangeSource, InOrder, LastChanges, Op, Ordered, Removals,
 };
 use super::*;
 
@@ -136,25 +136,35 @@ pub(super) async fn last_changes(
         }
         let n = batch.num_rows();
         for (range, names) in src.ranges.iter().zip(&names[i]) {
-            let rows = change_rows(t, src, &batch, names, target)?;
-            let keys = match cast(rows.values.column(key_col), &DataType::Int64) {
-                Ok(k) => k,
-                Err(_) => return Ok(None),
+            let rows = key_changes(t, src, &batch, names, target, key_col)?;
+            let as_i64 = |a: &ArrayRef| cast(a, &DataType::Int64).ok();
+            let Some(keys) = as_i64(&rows.keys) else {
+                return Ok(None);
             };
             let keys = keys.as_primitive::<arrow::datatypes::Int64Type>();
+            // The before image's key, and an update that moves its row to
+            // another key (a key the cast to i64 nulls counts as moved).
+            let before = rows.before.as_ref().map(|b| (b, as_i64(b)));
+            let moved = |r: usize| match &before {
+                Some((b, cast)) if b.is_valid(r) => cast.as_ref().is_none_or(|c| {
+                    let c = c.as_primitive::<arrow::datatypes::Int64Type>();
+                    c.is_null(r) || c.value(r) != keys.value(r)
+                }),
+                _ => false,
+            };
             for r in 0..n {
-                let s = rows.seq(r);
+                let s = rows.cdc.seq(r);
                 if s < range.lo || s >= range.hi {
                     continue;
                 }
                 let position = read + r as u64;
-                match rows.op(r) {
+                match rows.cdc.op(r) {
                     Op::Truncate => {
                         truncates += 1;
                         selected[i].insert(position - starts[i]);
                     }
                     op => {
-                        if rows.moved[r] || keys.is_null(r) {
+                        if keys.is_null(r) || moved(r) {
                             return Ok(None);
                         }
                         changes += 1;

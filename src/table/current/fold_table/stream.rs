@@ -148,9 +148,9 @@ impl<'a> ChangeStream<'a> {
             }
             self.last = Some(rows.keys.row(n - 1).as_ref().to_vec());
             let keys = BinaryArray::from_iter_values(rows.keys.iter());
-            let removed: BooleanArray = (0..n).map(|r| Some(!rows.op(r).puts())).collect();
+            let removed: BooleanArray = (0..n).map(|r| Some(!rows.cdc.op(r).puts())).collect();
             let mut cols: Vec<ArrayRef> =
-                vec![Arc::new(keys), rows.seqs.clone(), Arc::new(removed)];
+                vec![Arc::new(keys), rows.cdc.seqs.clone(), Arc::new(removed)];
             cols.extend(rows.values.columns().iter().cloned());
             let batch =
                 RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| lake_err(self.t, e))?;
