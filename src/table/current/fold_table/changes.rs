@@ -453,7 +453,11 @@ fn cdc_column(
 }
 
 /// The [`SeqsOps`] of a changelog batch.
-fn seqs_and_ops(t: &FoldTable, src: &ChangeSource, batch: &RecordBatch) -> Result<SeqsOps> {
+pub(super) fn seqs_and_ops(
+    t: &FoldTable,
+    src: &ChangeSource,
+    batch: &RecordBatch,
+) -> Result<SeqsOps> {
     let seqs =
         cast(&cdc_column(t, src, batch, "_seq")?, &DataType::Int64).map_err(|e| lake_err(t, e))?;
     let ops = parse_ops(&cdc_column(t, src, batch, "_op")?).map_err(|bad| {
@@ -463,38 +467,6 @@ fn seqs_and_ops(t: &FoldTable, src: &ChangeSource, batch: &RecordBatch) -> Resul
         )
     })?;
     Ok(SeqsOps { seqs, ops })
-}
-
-/// What a first pass over a table keyed by the one column `key_col` needs
-/// of a changelog batch: the key and the before image's key as columns,
-/// `_seq` and `_op`. Unlike [`change_rows`], no other column (the pass does
-/// not read them: [`change_rows`] makes a null array for each) and no row
-/// format.
-pub(super) struct KeyChanges {
-    pub(super) keys: ArrayRef,
-    /// The before image's key, when the batch has `_before` (null where a
-    /// row has no before image).
-    pub(super) before: Option<ArrayRef>,
-    pub(super) cdc: SeqsOps,
-}
-
-/// [`KeyChanges`] of one changelog batch, whose columns are stored under
-/// `sources`.
-pub(super) fn key_changes(
-    t: &FoldTable,
-    src: &ChangeSource,
-    batch: &RecordBatch,
-    sources: &[Option<String>],
-    target: &Target<'_>,
-    key_col: usize,
-) -> Result<KeyChanges> {
-    let keys = shape::project_one(batch, sources, &target.schema, key_col)?;
-    let before = shape::project_before_one(batch, sources, &target.schema, key_col)?;
-    Ok(KeyChanges {
-        keys,
-        before,
-        cdc: seqs_and_ops(t, src, batch)?,
-    })
 }
 
 /// Puts the changes of one changelog batch, whose columns are stored under

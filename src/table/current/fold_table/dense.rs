@@ -16,7 +16,7 @@ use roaring::RoaringTreemap;
 use arrow::array::Array;
 
 use super::changes::{
-    key_changes, read_ahead, ChangeSource, InOrder, LastChanges, Op, Ordered, Removals,
+    read_ahead, seqs_and_ops, ChangeSource, InOrder, LastChanges, Op, Ordered, Removals, SeqsOps,
 };
 use super::*;
 
@@ -100,6 +100,37 @@ impl Slots {
     }
 }
 
+/// What this pass needs of a changelog batch: the key (column `key_col`)
+/// and the before image's key as columns, `_seq` and `_op`. Unlike
+/// [`super::changes::change_rows`], no other column (the pass does not read
+/// them; `change_rows` makes a null array for each) and no row format.
+struct KeyChanges {
+    keys: ArrayRef,
+    /// The before image's key, when the batch has `_before` (null where a
+    /// row has no before image).
+    before: Option<ArrayRef>,
+    cdc: SeqsOps,
+}
+
+/// [`KeyChanges`] of one changelog batch, whose columns are stored under
+/// `sources`.
+fn key_changes(
+    t: &FoldTable,
+    src: &ChangeSource,
+    batch: &RecordBatch,
+    sources: &[Option<String>],
+    target: &Target<'_>,
+    key_col: usize,
+) -> Result<KeyChanges> {
+    let keys = shape::project_one(batch, sources, &target.schema, key_col)?;
+    let before = shape::project_before_one(batch, sources, &target.schema, key_col)?;
+    Ok(KeyChanges {
+        keys,
+        before,
+        cdc: seqs_and_ops(t, src, batch)?,
+    })
+}
+
 /// The first pass ([`super::changes::last_changes`]) with [`Slots`];
 /// `None` when they cannot hold the changes (the sorter's pass then reads
 /// them).
@@ -144,12 +175,22 @@ pub(super) async fn last_changes(
             let keys = keys.as_primitive::<arrow::datatypes::Int64Type>();
             // The before image's key, and an update that moves its row to
             // another key (a key the cast to i64 nulls counts as moved).
-            let before = rows.before.as_ref().map(|b| (b, as_i64(b)));
-            let moved = |r: usize| match &before {
-                Some((b, cast)) if b.is_valid(r) => cast.as_ref().is_none_or(|c| {
-                    let c = c.as_primitive::<arrow::datatypes::Int64Type>();
-                    c.is_null(r) || c.value(r) != keys.value(r)
-                }),
+            let cast_before = rows.before.as_ref().map(as_i64);
+            let before = rows
+                .before
+                .as_ref()
+                .zip(cast_before.as_ref())
+                .map(|(b, c)| {
+                    let c = c.as_ref();
+                    (
+                        b,
+                        c.map(|c| c.as_primitive::<arrow::datatypes::Int64Type>()),
+                    )
+                });
+            let moved = |r: usize| match before {
+                Some((b, c)) if b.is_valid(r) => {
+                    c.is_none_or(|c| c.is_null(r) || c.value(r) != keys.value(r))
+                }
                 _ => false,
             };
             for r in 0..n {
