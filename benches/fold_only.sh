@@ -13,7 +13,9 @@
 #
 # With several binaries, their runs alternate (A/B on a noisy machine).
 # Knobs: RUNS=3 (runs per binary); START=file:pos (default: the start
-# position of benches/results/meta.json, the last e2e run's).
+# position of benches/results/meta.json, the last e2e run's); OWN_BASE=1:
+# each binary writes its own base lake and folds that (to compare changelog
+# formats), else the first binary writes the one every binary folds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
@@ -46,29 +48,40 @@ config() { # dir current-enabled
     printf '\n[current]\nenabled = %s\n' "$2" >>"$1/sluice.toml"
 }
 
-banner "the lake of the whole binlog, current tables off"
-mkdir -p "$work/base"
-config "$work/base" false
-SLUICE_SOURCE_PASSWORD=bench "${BINS[0]}" run --config "$work/base/sluice.toml" --until-caught-up 2>"$work/base.err"
+# base_of BIN_INDEX: the base lake that binary folds.
+base_of() {
+    if [ "${OWN_BASE:-0}" = 1 ]; then echo "$work/base$1"; else echo "$work/base0"; fi
+}
+for i in "${!BINS[@]}"; do
+    base="$(base_of "$i")"
+    [ -d "$base" ] && continue
+    banner "the lake of the whole binlog, current tables off, by ${BINS[$i]}"
+    mkdir -p "$base"
+    config "$base" false
+    /usr/bin/time -f "%e s wall, %U s user, %S s sys, %M KiB peak" -o "$work/time" \
+        env SLUICE_SOURCE_PASSWORD=bench "${BINS[$i]}" run --config "$base/sluice.toml" --until-caught-up 2>"$base.err"
+    echo "base lake by ${BINS[$i]}: $(find "$base/lake" -name '*.parquet' | wc -l) files," \
+        "$(du -sb "$base/lake" | cut -f1) bytes, $(cat "$work/time")"
+done
 
-# One run of binary $1 over a fresh copy of the base lake, current tables
+# One run of binary number $1 over a fresh copy of its base lake, current tables
 # on ($2 = true) or off (the same start-up and catch-up with nothing folded:
 # what the process costs besides the fold).
-run_once() { # bin current-enabled label
+run_once() { # bin-index current-enabled label
     rm -rf "$work/run"
     mkdir -p "$work/run"
-    cp -r "$work/base/lake" "$work/base/state" "$work/run/"
+    cp -r "$(base_of "$1")/lake" "$(base_of "$1")/state" "$work/run/"
     config "$work/run" "$2"
     /usr/bin/time -f "%e s wall, %U s user, %S s sys, %M KiB peak" -o "$work/time" \
-        env SLUICE_SOURCE_PASSWORD=bench "$1" run --config "$work/run/sluice.toml" --until-caught-up 2>"$work/run.err"
+        env SLUICE_SOURCE_PASSWORD=bench "${BINS[$1]}" run --config "$work/run/sluice.toml" --until-caught-up 2>"$work/run.err"
     figures="$({ grep "current tables folded" "$work/run.err" || true; } \
         | grep -o 'changed_rows=[0-9]*\|rows_sorted=[0-9]*\|bytes_added=[0-9]*\|read_ms=[0-9]*\|apply_ms=[0-9]*' | tr '\n' ' ' || true)"
     echo "run $run $3: $figures$(cat "$work/time")"
 }
 
 for run in $(seq 1 "$RUNS"); do
-    for bin in "${BINS[@]}"; do
-        run_once "$bin" true "$bin"
+    for i in "${!BINS[@]}"; do
+        run_once "$i" true "${BINS[$i]}"
     done
-    run_once "${BINS[0]}" false "${BINS[0]} (current tables off)"
+    run_once 0 false "${BINS[0]} (current tables off)"
 done

@@ -24,11 +24,12 @@ fn file_properties_builder() -> Result<parquet::file::properties::WriterProperti
 }
 
 /// The same for a table whose key columns are `key_idx` of `schema`:
-/// integer-like key columns are DELTA_BINARY_PACKED. A fold with deletion
-/// vectors reads the key pages of the files a changed key falls in (unless
-/// the footer holds the key's runs); sorted keys so encoded take a few bits
-/// a row, and decode several times faster than zstd-compressed plain values
-/// (the decompression was half of such a fold's time). Smaller key pages
+/// integer-like key columns ([`crate::sink::delta_packs`]) are
+/// DELTA_BINARY_PACKED. A fold with deletion vectors reads the key pages of
+/// the files a changed key falls in (unless the footer holds the key's
+/// runs); sorted keys so encoded take a few bits a row, and decode several
+/// times faster than zstd-compressed plain values (the decompression was
+/// half of such a fold's time). Smaller key pages
 /// (1,024 rows) would let a fold skip more of them, but cost more than they
 /// save (`bench_key_scan`).
 pub(super) fn keyed_file_properties(
@@ -38,13 +39,7 @@ pub(super) fn keyed_file_properties(
     let delta: Vec<ColumnPath> = key_idx
         .iter()
         .map(|i| schema.field(*i))
-        .filter(|f| {
-            f.data_type().is_integer()
-                || matches!(
-                    f.data_type(),
-                    DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)
-                )
-        })
+        .filter(|f| crate::sink::delta_packs(f.data_type()))
         .map(|f| ColumnPath::from(f.name().as_str()))
         .collect();
     delta_file_properties(&delta)
