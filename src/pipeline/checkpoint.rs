@@ -7,6 +7,7 @@ use std::time::Instant;
 use object_store::ObjectStoreExt;
 use tracing::{debug, error, info, warn};
 
+use super::flush::Flushed;
 use super::start::prepared_xa;
 use super::{current, xa, Pipeline};
 use crate::batch::savepoint::Savepoints;
@@ -28,10 +29,12 @@ impl Pipeline<'_> {
         // Let running uploads finish so that none lands unseen; their files
         // go with the pending ones.
         while let Some(flush) = self.in_flight.pop_front() {
-            if let Ok(Ok(file)) = flush.task.await {
+            if let Ok(Ok(Flushed::File(file))) = flush.task.await {
                 self.pending.push(file);
             }
         }
+        // Never uploaded: nothing of them is in the store.
+        self.open_files.clear();
         let held = std::mem::take(&mut self.xa_written);
         let uncommitted = std::mem::take(&mut self.pending)
             .into_iter()
@@ -108,6 +111,7 @@ impl Pipeline<'_> {
     pub(super) fn dirty(&self) -> bool {
         !self.pending.is_empty()
             || !self.in_flight.is_empty()
+            || !self.open_files.is_empty()
             || self.tracker.is_dirty()
             || self.buffers.values().any(|b| b.rows() > 0)
             || self.committed.as_ref().map(|m| &m.cursor) != Some(&self.cursor)
@@ -156,6 +160,7 @@ impl Pipeline<'_> {
         for name in names {
             self.start_flush(&name)?;
         }
+        self.close_open_files();
         while !self.in_flight.is_empty() {
             self.finish_oldest_flush().await?;
         }

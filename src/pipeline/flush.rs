@@ -1,11 +1,20 @@
 //! Table buffers on their way to the store: `flush.max_rows` and
-//! `flush.max_buffer_bytes` send buffers off as Parquet files, encoded and
-//! uploaded in the background while decoding goes on. A written file stays
-//! pending until a checkpoint commits it.
+//! `flush.max_buffer_bytes` send buffers off, encoded in the background
+//! while decoding goes on. The stream's buffers of a table go into one open
+//! changelog file, a row group at a time, which is closed and uploaded when
+//! it reaches its size or at the checkpoint: few large files, in the memory
+//! of their compressed pages, where each buffer made a file of its own
+//! before (a fold reads a file's footer and opens its column chunks once
+//! per file: BENCHMARKS.md, "Fewer, larger changelog files"). A written
+//! file stays pending until a checkpoint commits it.
 
 use std::sync::Arc;
 
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use object_store::path::Path;
+use parquet::arrow::ArrowWriter;
+use tokio::sync::oneshot;
 use tracing::debug;
 
 use super::{current, xa, Pipeline};
@@ -19,16 +28,59 @@ use crate::sink;
 /// A table buffer on its way to the store: Parquet encoding on the blocking
 /// pool, then the upload.
 pub(super) struct Flush {
-    pub(super) task: tokio::task::JoinHandle<Result<DataFile>>,
+    pub(super) task: tokio::task::JoinHandle<Result<Flushed>>,
     /// The buffer's memory estimate, held until the file is written.
     bytes: usize,
     /// Rows of a prepared XA transaction: a held file, not a pending one.
     held: bool,
 }
 
+/// What a background flush did.
+pub(super) enum Flushed {
+    /// Wrote a whole file, now pending (or held).
+    File(DataFile),
+    /// Appended rows to the open file of a table (by qualified name) at
+    /// `path`, which now takes `memory` bytes.
+    Appended {
+        table: String,
+        path: String,
+        memory: usize,
+    },
+}
+
+/// Where a batch goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum FileKind {
+    /// Rows of the stream: appended to the table's open file.
+    Stream,
+    /// A snapshot chunk: a file of its own, rows in key order.
+    Snapshot,
+    /// Rows of a prepared XA transaction: a held file.
+    Held,
+}
+
+/// A table's changelog file open across flushes. Its writer passes from
+/// each flush's task to the next through a channel, so that the row groups
+/// go in in the stream's order while the decoder goes on.
+pub(super) struct OpenFile {
+    table: Arc<TableSchema>,
+    schema: SchemaRef,
+    path: Path,
+    rows: u64,
+    /// The writer's encoded bytes and pages in progress, as of its last
+    /// finished flush.
+    memory: usize,
+    writer: oneshot::Receiver<ArrowWriter<Vec<u8>>>,
+}
+
 /// At most this many buffers are encoded and uploaded at once; the decoder
 /// waits for the oldest beyond that.
 const MAX_IN_FLIGHT: usize = 2;
+
+/// The open files take this share of the stream's memory together, and one
+/// file at most half of it: 9 MiB of compressed pages with the default
+/// `max_buffer_bytes`, about 100,000 rows of 1 KB in one row group.
+const OPEN_FILES_SHARE: usize = 4;
 
 impl Pipeline<'_> {
     /// `max_rows` per table and `max_buffer_bytes` overall, honoured even
@@ -49,7 +101,7 @@ impl Pipeline<'_> {
         for name in full {
             self.flush_table(&name).await?;
         }
-        let limit = self.config.flush.max_buffer_bytes - current::fold_share(self.config);
+        let (limit, files) = self.stream_budget();
         let open = |p: &Self| p.buffers.values().map(|b| b.approx_bytes()).sum::<usize>();
         while open(self) > limit / 2 {
             let largest = self
@@ -60,6 +112,18 @@ impl Pipeline<'_> {
                 .map(|(k, _)| k.clone());
             match largest {
                 Some(name) => self.flush_table(&name).await?,
+                None => break,
+            }
+        }
+        let open_files = |p: &Self| p.open_files.values().map(|f| f.memory).sum::<usize>();
+        while open_files(self) > files {
+            let largest = self
+                .open_files
+                .iter()
+                .max_by_key(|(_, f)| f.memory)
+                .map(|(k, _)| k.clone());
+            match largest {
+                Some(name) => self.close_open_file(&name),
                 None => break,
             }
         }
@@ -100,17 +164,26 @@ impl Pipeline<'_> {
             return Ok(());
         }
         debug!(table = %table.qualified_name(), estimate, rows = batch.num_rows(), "flushing a buffer");
-        self.write_batch(table, batch, self.xa_active)
+        let kind = match self.xa_active {
+            true => FileKind::Held,
+            false => FileKind::Stream,
+        };
+        self.write_batch(table, batch, kind)
     }
 
-    /// Encodes and uploads one batch in the background as a pending file
-    /// (or a held file of a prepared XA transaction).
+    /// Encodes and uploads one batch in the background: into the table's
+    /// open file, or as a pending file of its own (or a held file of a
+    /// prepared XA transaction).
     pub(super) fn write_batch(
         &mut self,
         table: Arc<TableSchema>,
         batch: RecordBatch,
-        held: bool,
+        kind: FileKind,
     ) -> Result<()> {
+        if kind == FileKind::Stream {
+            return self.append_batch(table, batch);
+        }
+        let held = kind == FileKind::Held;
         // What the batch holds, plus the encoder's compressed pages of the
         // row group and the file's bytes: each up to a quarter of the batch
         // with zstd on these tables.
@@ -125,14 +198,7 @@ impl Pipeline<'_> {
                 &table.name,
             )
         } else {
-            self.file_counter += 1;
-            commit::data_file_path(
-                &table.database,
-                &table.name,
-                self.next_manifest_seq(),
-                self.file_counter - 1,
-                &self.writer_id,
-            )
+            self.next_data_file_path(&table)
         };
         self.file_seqs.insert(path.to_string(), seq_range(&batch));
         if !held {
@@ -145,22 +211,160 @@ impl Pipeline<'_> {
             let encoded = tokio::task::spawn_blocking(move || sink::encode_parquet(&batch))
                 .await
                 .map_err(|e| Error::Lake(format!("parquet encoder task failed: {e}")))??;
-            let size = sink::put_file(store.as_ref(), &path, encoded, threshold).await?;
-            debug!(%path, rows, size, "wrote pending file");
-            Ok(DataFile {
-                table: table.qualified_name(),
-                path: path.to_string(),
-                rows,
-                bytes: size,
-                schema_version: table.version,
-            })
+            upload(store.as_ref(), &path, encoded, threshold, &table, rows).await
         });
         self.in_flight.push_back(Flush { task, bytes, held });
-        // Sampled per written buffer, not per event: the moments of most memory.
-        let open: usize = self.buffers.values().map(|b| b.approx_bytes()).sum();
+        self.sample_buffer_bytes();
+        Ok(())
+    }
+
+    /// The path of the next pending file of a table.
+    fn next_data_file_path(&mut self, table: &TableSchema) -> Path {
+        self.file_counter += 1;
+        commit::data_file_path(
+            &table.database,
+            &table.name,
+            self.next_manifest_seq(),
+            self.file_counter - 1,
+            &self.writer_id,
+        )
+    }
+
+    /// The stream's share of `flush.max_buffer_bytes`, split into the part
+    /// of the table buffers and those in flight, and the part of the open
+    /// files.
+    fn stream_budget(&self) -> (usize, usize) {
+        let limit = self.config.flush.max_buffer_bytes - current::fold_share(self.config);
+        let files = limit / OPEN_FILES_SHARE;
+        (limit - files, files)
+    }
+
+    /// Sampled per written buffer, not per event: the moments of most memory.
+    fn sample_buffer_bytes(&self) {
+        let open: usize = self
+            .buffers
+            .values()
+            .map(|b| b.approx_bytes())
+            .sum::<usize>()
+            + self.open_files.values().map(|f| f.memory).sum::<usize>();
         self.metrics
             .set_buffer_bytes(open + self.in_flight.iter().map(|f| f.bytes).sum::<usize>());
+    }
+
+    /// Appends a batch of the stream to its table's open file as a row
+    /// group, in the background; opens the file first if there is none, or
+    /// if the table's shape changed since, or if the open one is full.
+    fn append_batch(&mut self, table: Arc<TableSchema>, batch: RecordBatch) -> Result<()> {
+        let name = table.qualified_name();
+        let full = self.stream_budget().1 / 2;
+        if self.open_files.get(&name).is_some_and(|f| {
+            !Arc::ptr_eq(&f.table, &table) || f.schema != batch.schema() || f.memory >= full
+        }) {
+            self.close_open_file(&name);
+        }
+        if !self.open_files.contains_key(&name) {
+            let props = sink::changelog_properties(&batch.schema())?.build();
+            let writer = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props))?;
+            let (sender, receiver) = oneshot::channel();
+            // The receiver is right here: this cannot fail.
+            let _ = sender.send(writer);
+            let path = self.next_data_file_path(&table);
+            let file = OpenFile {
+                table: Arc::clone(&table),
+                schema: batch.schema(),
+                path,
+                rows: 0,
+                memory: 0,
+                writer: receiver,
+            };
+            self.open_files.insert(name.clone(), file);
+        }
+        let Some(file) = self.open_files.get_mut(&name) else {
+            return Ok(());
+        };
+        let path = file.path.to_string();
+        let seqs = seq_range(&batch);
+        self.file_seqs
+            .entry(path.clone())
+            .and_modify(|r| *r = r.start.min(seqs.start)..r.end.max(seqs.end))
+            .or_insert(seqs);
+        let ops = op_counts(&batch);
+        let counts = self.file_ops.entry(path.clone()).or_default();
+        for (sum, n) in counts.iter_mut().zip(ops) {
+            *sum += n;
+        }
+        file.rows += batch.num_rows() as u64;
+        // What the batch holds and the encoder's scratch; the compressed
+        // pages count with the open file once written.
+        let bytes = batch.get_array_memory_size() * 5 / 4;
+        let (sender, receiver) = oneshot::channel();
+        let previous = std::mem::replace(&mut file.writer, receiver);
+        let task = tokio::spawn(async move {
+            let mut writer = previous
+                .await
+                .map_err(|_| Error::Lake(format!("an earlier flush into {path} failed")))?;
+            let writer = tokio::task::spawn_blocking(move || {
+                writer.write(&batch)?;
+                Ok::<_, Error>(writer)
+            })
+            .await
+            .map_err(|e| Error::Lake(format!("parquet encoder task failed: {e}")))??;
+            let memory = writer.bytes_written() + writer.memory_size();
+            // No receiver: the run rewound and dropped the file.
+            let _ = sender.send(writer);
+            Ok(Flushed::Appended {
+                table: name,
+                path,
+                memory,
+            })
+        });
+        self.in_flight.push_back(Flush {
+            task,
+            bytes,
+            held: false,
+        });
+        self.sample_buffer_bytes();
         Ok(())
+    }
+
+    /// Closes a table's open file and uploads it in the background; it
+    /// becomes pending like any written file.
+    pub(super) fn close_open_file(&mut self, name: &str) {
+        let Some(file) = self.open_files.remove(name) else {
+            return;
+        };
+        let store = Arc::clone(&self.lake.store);
+        let threshold = self.config.sink.multipart_threshold;
+        let OpenFile {
+            table,
+            path,
+            rows,
+            memory,
+            writer,
+            ..
+        } = file;
+        let task = tokio::spawn(async move {
+            let writer = writer
+                .await
+                .map_err(|_| Error::Lake(format!("an earlier flush into {path} failed")))?;
+            let encoded = tokio::task::spawn_blocking(move || writer.into_inner())
+                .await
+                .map_err(|e| Error::Lake(format!("parquet encoder task failed: {e}")))??;
+            upload(store.as_ref(), &path, encoded, threshold, &table, rows).await
+        });
+        self.in_flight.push_back(Flush {
+            task,
+            bytes: memory,
+            held: false,
+        });
+    }
+
+    /// Closes every open file (a checkpoint, or rows taken back).
+    pub(super) fn close_open_files(&mut self) {
+        let names: Vec<String> = self.open_files.keys().cloned().collect();
+        for name in names {
+            self.close_open_file(&name);
+        }
     }
 
     /// Waits for the oldest background flush; its file becomes pending.
@@ -168,10 +372,27 @@ impl Pipeline<'_> {
         let Some(flush) = self.in_flight.pop_front() else {
             return Ok(());
         };
-        let file = flush
+        let flushed = flush
             .task
             .await
             .map_err(|e| Error::Lake(format!("flush task failed: {e}")))??;
+        let file = match flushed {
+            Flushed::File(file) => file,
+            Flushed::Appended {
+                table,
+                path,
+                memory,
+            } => {
+                if let Some(open) = self
+                    .open_files
+                    .get_mut(&table)
+                    .filter(|f| f.path.as_ref() == path)
+                {
+                    open.memory = memory;
+                }
+                return Ok(());
+            }
+        };
         if flush.held {
             self.xa_written.push(file.path.clone());
             self.xa_files.push(file);
@@ -180,4 +401,24 @@ impl Pipeline<'_> {
         }
         Ok(())
     }
+}
+
+/// Uploads an encoded file of a table: now a written file, pending or held.
+async fn upload(
+    store: &dyn object_store::ObjectStore,
+    path: &Path,
+    encoded: Vec<u8>,
+    threshold: usize,
+    table: &TableSchema,
+    rows: u64,
+) -> Result<Flushed> {
+    let size = sink::put_file(store, path, encoded, threshold).await?;
+    debug!(%path, rows, size, "wrote pending file");
+    Ok(Flushed::File(DataFile {
+        table: table.qualified_name(),
+        path: path.to_string(),
+        rows,
+        bytes: size,
+        schema_version: table.version,
+    }))
 }

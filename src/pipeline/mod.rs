@@ -72,6 +72,9 @@ struct Pipeline<'a> {
     /// Buffers being encoded and uploaded in the background, oldest first:
     /// decoding goes on meanwhile. They become `pending` when done.
     in_flight: VecDeque<Flush>,
+    /// The stream's changelog file of each table (by qualified name) that
+    /// takes its flushes until it is full or the checkpoint comes.
+    open_files: HashMap<String, flush::OpenFile>,
     committed: Option<Manifest>,
     /// The cursor at the last transaction boundary.
     cursor: Cursor,
@@ -359,6 +362,7 @@ pub async fn run(
         buffers: BTreeMap::new(),
         pending: Vec::new(),
         in_flight: VecDeque::new(),
+        open_files: HashMap::new(),
         gtid_state: start_gtid,
         streamed: false,
         next_seq: cursor.next_seq,

@@ -650,7 +650,7 @@ impl Pipeline<'_> {
             return Ok(());
         }
         let batch = arrow::compute::concat_batches(&buffer.batches[0].schema(), &buffer.batches)?;
-        self.write_batch(buffer.shape, batch, false)
+        self.write_batch(buffer.shape, batch, super::flush::FileKind::Snapshot)
     }
 }
 

@@ -97,10 +97,21 @@ fn million_row_transaction(configure: impl FnOnce(&mut Sluice), peak_limit_mib: 
     let lake = Lake::read(lake_dir.path());
     let files = lake.files_of("shop.big");
     assert_eq!(lake.row_count("shop.big"), ROWS as u64);
+    // The rows went out in row groups of at most 131,072 rows while the
+    // transaction ran (into few files: the open file of a table takes
+    // them until it holds its share of compressed pages).
+    let mut groups = Vec::new();
+    for f in &files {
+        let reader = parquet::file::reader::SerializedFileReader::new(
+            std::fs::File::open(lake_dir.path().join(&f.path)).unwrap(),
+        )
+        .unwrap();
+        let meta = parquet::file::reader::FileReader::metadata(&reader);
+        groups.extend(meta.row_groups().iter().map(|g| g.num_rows()));
+    }
     assert!(
-        files.len() > 1,
-        "a million rows with {config} must spill to several pending files, got {}",
-        files.len()
+        groups.len() >= ROWS.div_ceil(131_072) && groups.iter().all(|&n| n <= 131_072),
+        "a million rows with {config} must go out in row groups of at most 131,072 rows: {groups:?}"
     );
     let manifests: BTreeSet<u64> = files.iter().map(|f| f.manifest_seq).collect();
     assert_eq!(
@@ -168,4 +179,87 @@ fn million_row_transaction(configure: impl FnOnce(&mut Sluice), peak_limit_mib: 
         &[0],
     );
     assert_same_table("shop.big sample", &expected, &lake_rows);
+}
+
+/// The stream's buffers of a table go into one open file across flushes:
+/// two tables written alternately in one checkpoint, a buffer sent off
+/// every 1,000 rows, give each table one file of one row group per schema
+/// version, its rows in `_seq` order and equal to the source.
+#[test]
+fn flushes_of_a_table_append_to_its_open_file() {
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.a (id INT PRIMARY KEY, v VARCHAR(20) NOT NULL);
+         CREATE TABLE shop.b (id BIGINT PRIMARY KEY, n DECIMAL(10,2));",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, &dir.path().join("lake"), &dir.path().join("state"));
+    sluice.max_rows = 1000;
+    sluice.interval = "1h".into();
+    // A first checkpoint: the schema is known before the ALTER below.
+    db.sql("INSERT INTO shop.a VALUES (0, 'first'); INSERT INTO shop.b VALUES (0, 0);");
+    sluice.run_until_caught_up_ok();
+    let first = Lake::read(&sluice.lake)
+        .files_of("shop.a")
+        .iter()
+        .map(|f| f.manifest_seq)
+        .max()
+        .unwrap();
+    let mut script = String::from("USE shop; BEGIN;");
+    for i in 0..10 {
+        let (from, to) = (i * 2500 + 1, (i + 1) * 2500);
+        script.push_str(&format!(
+            "INSERT INTO shop.a SELECT seq, CONCAT('a-', seq) FROM seq_{from}_to_{to};
+             INSERT INTO shop.b SELECT seq, seq / 4 FROM seq_{from}_to_{to};
+             UPDATE shop.a SET v = CONCAT('u-', id) WHERE id BETWEEN {from} AND {to} AND id % 7 = 0;"
+        ));
+    }
+    script.push_str(
+        "COMMIT;
+         ALTER TABLE shop.a ADD COLUMN w INT;
+         INSERT INTO shop.a SELECT seq, 'late', seq FROM seq_25001_to_30000;",
+    );
+    db.sql(&script);
+    sluice.run_until_caught_up_ok();
+
+    let lake = Lake::read(&sluice.lake);
+    // shop.a: 25,000 inserts and 3,571 updates before the ALTER, 5,000 after.
+    for (table, files_rows) in [("shop.a", vec![28_571, 5_000]), ("shop.b", vec![25_000])] {
+        let files: Vec<_> = lake
+            .files_of(table)
+            .into_iter()
+            .filter(|f| f.manifest_seq > first)
+            .collect();
+        let rows: Vec<u64> = files.iter().map(|f| f.rows).collect();
+        assert_eq!(rows, files_rows, "{table}: one file per schema version");
+        for f in &files {
+            let reader = parquet::file::reader::SerializedFileReader::new(
+                std::fs::File::open(sluice.lake.join(&f.path)).unwrap(),
+            )
+            .unwrap();
+            let groups = parquet::file::reader::FileReader::metadata(&reader).num_row_groups();
+            assert_eq!(groups, 1, "{}: flushes make one row group", f.path);
+        }
+        let seqs: Vec<i64> = lake.rows(table).iter().map(|r| r.seq).collect();
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "{table}: rows in _seq order in and across its files"
+        );
+    }
+    // Rows of the first version have no `w`: compare `id, v`, and `w` apart.
+    let source = db.table_map("SELECT id, v, w FROM shop.a", &[0]);
+    let replayed = lake.replay("shop.a", &[0]);
+    assert_eq!(replayed.len(), 30_001);
+    for (key, row) in &source {
+        let got = replayed.get(key).expect("every key of the source");
+        assert_eq!(got[..2], row[..2], "shop.a row {key:?}");
+        assert_eq!(got.get(2).cloned().flatten(), row[2], "shop.a w of {key:?}");
+    }
+    let source = db.table_map("SELECT id, n FROM shop.b", &[0]);
+    let replayed = lake.replay("shop.b", &[0]);
+    assert_eq!(replayed.len(), 25_001);
+    for (key, row) in &source {
+        assert_eq!(replayed.get(key), Some(row), "shop.b row {key:?}");
+    }
 }
