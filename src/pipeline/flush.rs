@@ -13,7 +13,6 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use object_store::path::Path;
-use parquet::arrow::ArrowWriter;
 use tokio::sync::oneshot;
 use tracing::debug;
 
@@ -24,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::http::metrics::op_counts;
 use crate::schema::TableSchema;
 use crate::sink;
+use crate::sink::changelog_writer::ChangelogWriter;
 
 /// A table buffer on its way to the store: Parquet encoding on the blocking
 /// pool, then the upload.
@@ -70,7 +70,7 @@ pub(super) struct OpenFile {
     /// The writer's encoded bytes and pages in progress, as of its last
     /// finished flush.
     memory: usize,
-    writer: oneshot::Receiver<ArrowWriter<Vec<u8>>>,
+    writer: oneshot::Receiver<ChangelogWriter>,
 }
 
 /// At most this many buffers are encoded and uploaded at once; the decoder
@@ -263,8 +263,7 @@ impl Pipeline<'_> {
             self.close_open_file(&name);
         }
         if !self.open_files.contains_key(&name) {
-            let props = sink::changelog_properties(&batch.schema())?.build();
-            let writer = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(props))?;
+            let writer = ChangelogWriter::try_new(batch.schema())?;
             let (sender, receiver) = oneshot::channel();
             // The receiver is right here: this cannot fail.
             let _ = sender.send(writer);
@@ -309,7 +308,7 @@ impl Pipeline<'_> {
             })
             .await
             .map_err(|e| Error::Lake(format!("parquet encoder task failed: {e}")))??;
-            let memory = writer.bytes_written() + writer.memory_size();
+            let memory = writer.memory_size();
             // No receiver: the run rewound and dropped the file.
             let _ = sender.send(writer);
             Ok(Flushed::Appended {
@@ -347,7 +346,7 @@ impl Pipeline<'_> {
             let writer = writer
                 .await
                 .map_err(|_| Error::Lake(format!("an earlier flush into {path} failed")))?;
-            let encoded = tokio::task::spawn_blocking(move || writer.into_inner())
+            let encoded = tokio::task::spawn_blocking(move || writer.finish())
                 .await
                 .map_err(|e| Error::Lake(format!("parquet encoder task failed: {e}")))??;
             upload(store.as_ref(), &path, encoded, threshold, &table, rows).await

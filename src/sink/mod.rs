@@ -1,5 +1,6 @@
 //! Parquet encoding and the object store the lake lives in.
 
+pub mod changelog_writer;
 pub mod store_error;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -18,7 +19,6 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
@@ -221,12 +221,9 @@ fn delta_packed_columns(schema: &arrow::datatypes::Schema) -> Vec<ColumnPath> {
 /// Encodes one batch as a zstd Parquet file. The Arrow schema travels in the
 /// file metadata so Duration and time zones read back exactly.
 pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>> {
-    let props = changelog_properties(&batch.schema())?.build();
-    let mut out = Vec::with_capacity(batch.get_array_memory_size() / 4);
-    let mut writer = ArrowWriter::try_new(&mut out, batch.schema(), Some(props))?;
+    let mut writer = changelog_writer::ChangelogWriter::try_new(batch.schema())?;
     writer.write(batch)?;
-    writer.close()?;
-    Ok(out)
+    writer.finish()
 }
 
 /// Reads back a file [`encode_parquet`] wrote, as one batch.
