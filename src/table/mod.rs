@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use arrow::datatypes::{Field, SchemaRef};
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::json;
 
 use crate::commit::{stored_path, DataFile, Manifest};
@@ -446,63 +446,83 @@ impl TableLogs {
         } else {
             "a column changed to another type: the files of the old type are copied in the new one"
         };
-        let live = log::load(store, dir, true).await?;
-        let version = live.version.map_or(0, |v| v + 1);
-        let now = chrono::Utc::now().timestamp_millis();
-        let mut actions = vec![commit_info(
-            now,
-            false,
-            json!({
-                "table": table_name,
-                "rewritten": why,
-            }),
-        )];
-        let raise = live
-            .protocol
-            .as_ref()
-            .is_none_or(|p| p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64());
-        if raise {
-            actions.push(json!({ "protocol": protocol }));
-        }
-        let mut metadata = live.metadata.clone().unwrap_or_default();
-        metadata["schemaString"] = json!(schema_string);
-        actions.push(json!({ "metaData": metadata }));
-        let mut copies = 0;
-        for path in live.files.keys() {
-            let file = path.split('/').fold(dir.clone(), |p, part| p.join(part));
-            let facts = stats::file_facts(store, &file).await?;
-            let legacy = facts
-                .schema
-                .as_ref()
-                .and_then(|s| names?.renames(s))
-                .is_some();
-            if !legacy
-                && !facts
+        let mut tries = 0;
+        loop {
+            let live = log::load(store, dir, true).await?;
+            let version = live.version.map_or(0, |v| v + 1);
+            let now = chrono::Utc::now().timestamp_millis();
+            let mut actions = vec![commit_info(
+                now,
+                false,
+                json!({
+                    "table": table_name,
+                    "rewritten": why,
+                }),
+            )];
+            let raise = live.protocol.as_ref().is_none_or(|p| {
+                p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64()
+            });
+            if raise {
+                actions.push(json!({ "protocol": protocol }));
+            }
+            let mut metadata = live.metadata.clone().unwrap_or_default();
+            metadata["schemaString"] = json!(schema_string);
+            actions.push(json!({ "metaData": metadata }));
+            let mut copies = 0;
+            let mut written = Vec::new();
+            for path in live.files.keys() {
+                let file = path.split('/').fold(dir.clone(), |p, part| p.join(part));
+                let facts = stats::file_facts(store, &file).await?;
+                let legacy = facts
                     .schema
                     .as_ref()
-                    .is_some_and(|s| rewrite::conflicts(s, fields))
-            {
-                continue;
+                    .and_then(|s| names?.renames(s))
+                    .is_some();
+                if !legacy
+                    && !facts
+                        .schema
+                        .as_ref()
+                        .is_some_and(|s| rewrite::conflicts(s, fields))
+                {
+                    continue;
+                }
+                let copy =
+                    rewrite::copy_conformed(store, dir, path, fields, version, names).await?;
+                warn_lost(table_name, path, copy.lost);
+                actions.push(rewrite::remove_action(path, now, &copy));
+                actions.push(rewrite::add_action(&copy));
+                written.push(copy.path);
+                copies += 1;
             }
-            let copy = rewrite::copy_conformed(store, dir, path, fields, version, names).await?;
-            warn_lost(table_name, path, copy.lost);
-            actions.push(rewrite::remove_action(path, now, &copy));
-            actions.push(rewrite::add_action(&copy));
-            copies += 1;
-        }
-        match log::put_commit(store, dir, version, &actions).await? {
-            log::Put::Written => {
-                tracing::info!(table = %table_name, version, files = copies, "the Delta table's files are rewritten: {why}");
-                checkpoint_if_due(store, dir, version).await;
-            }
-            log::Put::Taken => {
-                return Err(Error::Lake(format!(
-                    "Delta log of {dir}: version {version} was taken while sluice rewrote the table in a new column type; stop any other sidecar on this lake and restart"
-                )))
-            }
-            log::Put::Unknown(e) => {
-                self.tables.remove(&dir.to_string());
-                return Err(e);
+            match log::put_commit(store, dir, version, &actions).await? {
+                log::Put::Written => {
+                    tracing::info!(table = %table_name, version, files = copies, "the Delta table's files are rewritten: {why}");
+                    checkpoint_if_due(store, dir, version).await;
+                    break;
+                }
+                log::Put::Taken => {
+                    // A compaction of this table beside the stream, or
+                    // another writer: the copies are no one's, and the
+                    // files to copy are read again from the newer log.
+                    for path in &written {
+                        let file = path.split('/').fold(dir.clone(), |p, part| p.join(part));
+                        if let Err(e) = store.delete(&file).await {
+                            tracing::warn!(%file, error = %e, "could not delete a copy no commit took");
+                        }
+                    }
+                    tries += 1;
+                    if tries >= CONFLICT_TRIES {
+                        return Err(Error::Lake(format!(
+                            "Delta log of {dir}: version {version} was taken {tries} times in a row while sluice rewrote the table in a new column type; stop any other sidecar on this lake and restart"
+                        )));
+                    }
+                    self.tables.remove(&dir.to_string());
+                    continue;
+                }
+                log::Put::Unknown(e) => {
+                    self.tables.remove(&dir.to_string());
+                    return Err(e);
+                }
             }
         }
         // The next commit reads the log again.
