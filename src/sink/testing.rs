@@ -25,6 +25,9 @@ pub struct Faults {
     pub failed_creates: AtomicU32,
     /// get fails without an answer.
     pub failed_gets: AtomicU32,
+    /// The first put whose path contains `.0` first writes `.2` at `.1`:
+    /// another writer that got there in between.
+    pub race: std::sync::Mutex<Option<(String, Path, bytes::Bytes)>>,
 }
 
 #[derive(Debug)]
@@ -61,6 +64,15 @@ impl ObjectStore for FaultyStore {
         payload: PutPayload,
         mut opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        let race =
+            self.faults.race.lock().ok().and_then(|mut r| {
+                r.take_if(|(part, ..)| location.as_ref().contains(part.as_str()))
+            });
+        if let Some((_, at, bytes)) = race {
+            self.inner
+                .put_opts(&at, bytes.into(), PutOptions::default())
+                .await?;
+        }
         if matches!(opts.mode, PutMode::Create) {
             if self.faults.refuse_create {
                 return Err(object_store::Error::NotImplemented {

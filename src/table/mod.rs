@@ -817,24 +817,4 @@ fn warn_lost(table: &str, file: &str, lost: usize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn folder_names_decode() {
-        assert_eq!(decode_part("a%2Fa"), "a/a");
-        assert_eq!(decode_part("plain"), "plain");
-        assert_eq!(decode_part("bad%2"), "bad%2");
-        assert_eq!(decode_part("%"), "%");
-        let f = DataFile {
-            table: "a/a.t".into(),
-            path: crate::commit::data_file_path("a/a", "t", 3, 0, "w").to_string(),
-            rows: 1,
-            bytes: 1,
-            schema_version: 1,
-        };
-        let dir = table_dir(&f);
-        assert_eq!(dir.as_ref(), "a%2Fa/t");
-        assert_eq!(table_names(&dir), Some(("a/a".into(), "t".into())));
-    }
-}
+mod tests;
