@@ -1,4 +1,4 @@
-# Shared by benches/e2e.sh, benches/fold_only.sh and benches/capture.sh; meant to be sourced after
+# Shared by benches/e2e.sh, benches/fold_only.sh, benches/whole_run.sh and benches/capture.sh; meant to be sourced after
 # scripts/common.sh (for banner, as_root, ensure_mariadb / MARIADBD).
 #
 # A throwaway mariadbd: its own data directory, socket and a free port on
@@ -129,4 +129,14 @@ dir = "$1/state"
 [snapshot]
 mode = "never"
 TOML
+}
+
+# kept_server KEPT_DIR: checks the directory `KEEP=1 benches/e2e.sh` kept and
+# sets START_FILE and START_POS from START (file:pos), by default the start
+# position of benches/results/meta.json (the last e2e run's).
+kept_server() {
+    [ -d "$1/data" ] || { echo "error: $1/data not found (run benches/e2e.sh with KEEP=1)" >&2; exit 1; }
+    START="${START:-$(python3 -c 'import json; print(json.load(open("benches/results/meta.json"))["start"])')}"
+    START_FILE="${START%%:*}"
+    START_POS="${START##*:}"
 }

@@ -25,10 +25,7 @@ shift
 BINS=("$@")
 [ ${#BINS[@]} -gt 0 ] || { echo "error: name at least one sluice binary" >&2; exit 1; }
 RUNS="${RUNS:-3}"
-START="${START:-$(python3 -c 'import json; print(json.load(open("benches/results/meta.json"))["start"])')}"
-START_FILE="${START%%:*}"
-START_POS="${START##*:}"
-[ -d "$KEPT/data" ] || { echo "error: $KEPT/data not found (run benches/e2e.sh with KEEP=1)" >&2; exit 1; }
+kept_server "$KEPT"
 ensure_mariadb
 
 work="$(mktemp -d -t sluice-whole-run.XXXXXX)"
