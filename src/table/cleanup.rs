@@ -20,7 +20,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::Value;
 
-use super::log::{log_dir, TableState};
+use super::log::{log_dir, LogFile, TableState};
 use std::collections::BTreeSet;
 
 use super::current::dv::descriptor_file;
@@ -91,62 +91,6 @@ pub async fn expired_data_files(
     }
     let expired: Vec<Path> = expired.into_iter().collect();
     delete_all(store, expired).await
-}
-
-/// What a `_delta_log/` file is, by its name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LogFile {
-    Commit(u64),
-    /// A classic checkpoint: `<v>.checkpoint.parquet` (part 1 of 1) or
-    /// part `part` of `parts` (`<v>.checkpoint.<part>.<parts>.parquet`).
-    Checkpoint {
-        version: u64,
-        part: u64,
-        parts: u64,
-    },
-    /// Anything else with a version in front (`.crc`, V2 checkpoints, log
-    /// compactions): deleted with its version, never a checkpoint to keep.
-    Other(u64),
-}
-
-impl LogFile {
-    fn parse(name: &str) -> Option<LogFile> {
-        let (digits, rest) = name.split_at_checked(20)?;
-        if !digits.bytes().all(|b| b.is_ascii_digit()) || !rest.starts_with('.') {
-            return None;
-        }
-        let version: u64 = digits.parse().ok()?;
-        let file = match &rest[1..] {
-            "json" => LogFile::Commit(version),
-            "checkpoint.parquet" => LogFile::Checkpoint {
-                version,
-                part: 1,
-                parts: 1,
-            },
-            other => match other
-                .strip_prefix("checkpoint.")
-                .and_then(|r| r.strip_suffix(".parquet"))
-                .and_then(|r| r.split_once('.'))
-                .filter(|(a, b)| a.len() == 10 && b.len() == 10)
-                .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-            {
-                Some((part, parts)) if part >= 1 && part <= parts => LogFile::Checkpoint {
-                    version,
-                    part,
-                    parts,
-                },
-                _ => LogFile::Other(version),
-            },
-        };
-        Some(file)
-    }
-
-    fn version(self) -> u64 {
-        match self {
-            LogFile::Commit(v) | LogFile::Other(v) => v,
-            LogFile::Checkpoint { version, .. } => version,
-        }
-    }
 }
 
 /// The log files to delete, given every file of the log as (name, last

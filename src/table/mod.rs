@@ -22,6 +22,7 @@ pub(crate) mod redact;
 mod rewrite;
 mod schema;
 pub(crate) mod stats;
+pub(crate) mod supertype;
 mod tombstones;
 
 use std::collections::hash_map::Entry;
@@ -308,7 +309,6 @@ impl TableLogs {
                     .map_or(0, |v| v + 1);
                 let copy =
                     rewrite::copy_conformed(store, &t.dir, &name, &fields, version, names).await?;
-                warn_lost(&table_name, &name, copy.lost);
                 adds.push((copy.path, copy.facts));
             } else {
                 adds.push((name, facts));
@@ -488,7 +488,6 @@ impl TableLogs {
                 }
                 let copy =
                     rewrite::copy_conformed(store, dir, path, fields, version, names).await?;
-                warn_lost(table_name, path, copy.lost);
                 actions.push(rewrite::remove_action(path, now, &copy));
                 actions.push(rewrite::add_action(&copy));
                 written.push(copy.path);
@@ -807,13 +806,6 @@ pub async fn versions(store: &dyn ObjectStore) -> Result<BTreeMap<String, u64>> 
         }
     }
     Ok(out)
-}
-
-/// Logs values that a narrowing type change could not carry into a copy.
-fn warn_lost(table: &str, file: &str, lost: usize) {
-    if lost > 0 {
-        tracing::warn!(table, file, values = lost, "a column's new type cannot hold some of its old values: they are null in the Delta table's copy (the manifest's file keeps them until the Delta retention deletes it)");
-    }
 }
 
 #[cfg(test)]

@@ -7,15 +7,14 @@
 //! the copies hold the same rows, `_seq` for `_seq`. Being removed from the
 //! Delta table, the originals are deleted after its retention (`cleanup`).
 //!
-//! A copy casts exactly. A value the new type cannot hold (a change that
-//! narrows: DECIMAL(10,2) to DECIMAL(6,2) with an old value of 12345.67)
-//! becomes null in the copy, is counted and logged; the manifest's file keeps
-//! it until the Delta retention deletes it, and the README says so.
+//! The new type is the changelog supertype of every type the column had
+//! (`supertype`): a change that narrows (DECIMAL(10,2) to DECIMAL(6,2))
+//! keeps the wider type, and a copy renders every old value in it, never
+//! null and never an error.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch, StructArray};
-use arrow::compute::{cast_with_options, CastOptions};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Fields, Schema};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -24,6 +23,7 @@ use serde_json::{json, Value};
 use super::legacy_names::{renamed_batch, LakeNames};
 use super::schema::delta_type;
 use super::stats::{self, FileFacts};
+use super::supertype;
 use crate::error::{Error, Result};
 use crate::sink;
 
@@ -82,84 +82,32 @@ fn struct_types_differ(old: &Value, new: &Value) -> bool {
     })
 }
 
-/// `batch` with every column in the union's type, how many values the new
-/// types cannot hold (now null), and whether any value changed (lost, or
-/// cast to another value: DECIMAL 2.50 to INT is 2).
-pub fn conform(batch: &RecordBatch, union: &[Field]) -> Result<(RecordBatch, usize, bool)> {
-    let mut lost = 0;
+/// `batch` with every column in the union's type (a supertype of the
+/// file's: [`supertype::convert`] keeps every value), and whether any value
+/// changed its text (a number that became a string is the same value; a
+/// DOUBLE that rounds a BIGINT is not).
+pub fn conform(batch: &RecordBatch, union: &[Field]) -> Result<(RecordBatch, bool)> {
     let mut changed = false;
     let mut fields = Vec::with_capacity(batch.num_columns());
     let mut columns = Vec::with_capacity(batch.num_columns());
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
         let (f, c) = match union.iter().find(|u| u.name() == field.name()) {
-            Some(u) => conform_column(field, column, u.data_type(), &mut lost, &mut changed)?,
-            None => (field.as_ref().clone(), column.clone()),
+            Some(u) if type_conflicts(field.data_type(), u.data_type()) => {
+                let c = supertype::convert(column, u.data_type())
+                    .map_err(|e| Error::Lake(format!("column {}: {e}", field.name())))?;
+                // A conversion keeps every value when going back gives the
+                // column again (DECIMAL(8,2) to DECIMAL(12,4), 7 to "7").
+                changed |= supertype::narrow(&c, field.data_type())
+                    .map_or(true, |back| back.to_data() != column.to_data());
+                (Field::new(field.name(), u.data_type().clone(), true), c)
+            }
+            _ => (field.as_ref().clone(), column.clone()),
         };
         fields.push(f);
         columns.push(c);
     }
     let schema = Schema::new(fields).with_metadata(batch.schema().metadata().clone());
-    Ok((
-        RecordBatch::try_new(Arc::new(schema), columns)?,
-        lost,
-        changed || lost > 0,
-    ))
-}
-
-fn conform_column(
-    field: &Field,
-    column: &ArrayRef,
-    to: &DataType,
-    lost: &mut usize,
-    changed: &mut bool,
-) -> Result<(Field, ArrayRef)> {
-    if !type_conflicts(field.data_type(), to) {
-        return Ok((field.clone(), column.clone()));
-    }
-    if let (DataType::Struct(inner), DataType::Struct(to_inner)) = (field.data_type(), to) {
-        let Some(s) = column.as_any().downcast_ref::<StructArray>() else {
-            return Err(Error::Lake(format!(
-                "column {} is not a struct array",
-                field.name()
-            )));
-        };
-        let mut fields = Vec::with_capacity(inner.len());
-        let mut children = Vec::with_capacity(inner.len());
-        for (f, c) in inner.iter().zip(s.columns()) {
-            let (f, c) = match to_inner.iter().find(|u| u.name() == f.name()) {
-                Some(u) => conform_column(f, c, u.data_type(), lost, changed)?,
-                None => (f.as_ref().clone(), c.clone()),
-            };
-            fields.push(f);
-            children.push(c);
-        }
-        let fields = Fields::from(fields);
-        let array = StructArray::try_new(fields.clone(), children, s.nulls().cloned())?;
-        return Ok((
-            Field::new(field.name(), DataType::Struct(fields), true),
-            Arc::new(array),
-        ));
-    }
-    let exact = CastOptions {
-        safe: false,
-        ..Default::default()
-    };
-    let cast = match cast_with_options(column, to, &exact) {
-        Ok(c) => c,
-        Err(_) => {
-            // Some values do not fit: those become null.
-            let c = cast_with_options(column, to, &CastOptions::default())?;
-            *lost += c.null_count().saturating_sub(column.null_count());
-            c
-        }
-    };
-    if !*changed {
-        // A cast keeps every value when casting back gives the column again
-        // (DECIMAL(8,2) to DECIMAL(12,4), FLOAT to DOUBLE, 7 to "7").
-        *changed = cast_with_options(&cast, field.data_type(), &CastOptions::default())
-            .map_or(true, |back| back.to_data() != column.to_data());
-    }
-    Ok((Field::new(field.name(), to.clone(), true), cast))
+    Ok((RecordBatch::try_new(Arc::new(schema), columns)?, changed))
 }
 
 /// One file of the table copied in the union's types: the copy's path
@@ -167,8 +115,6 @@ fn conform_column(
 pub struct Copy {
     pub path: String,
     pub facts: FileFacts,
-    /// Values the new types could not hold (null in the copy).
-    pub lost: usize,
     /// Some value differs from the original's (`lost`, or cast to another
     /// value): the copy's commit is a data change.
     pub changed: bool,
@@ -189,18 +135,17 @@ pub async fn copy_conformed(
     let bytes = store.get(&src).await?.bytes().await?;
     let union = union.to_vec();
     let names = names.cloned();
-    let (encoded, lost, changed) =
-        tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, usize, bool)> {
-            let mut batch = sink::decode_parquet(bytes)?;
-            // A file of a release before lake names: its columns renamed first.
-            if let Some(lake) = names.as_ref().and_then(|n| n.renames(&batch.schema())) {
-                batch = renamed_batch(batch, &lake)?;
-            }
-            let (batch, lost, changed) = conform(&batch, &union)?;
-            Ok((sink::encode_parquet(&batch)?, lost, changed))
-        })
-        .await
-        .map_err(|e| Error::Lake(format!("rewriting {src}: {e}")))??;
+    let (encoded, changed) = tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, bool)> {
+        let mut batch = sink::decode_parquet(bytes)?;
+        // A file of a release before lake names: its columns renamed first.
+        if let Some(lake) = names.as_ref().and_then(|n| n.renames(&batch.schema())) {
+            batch = renamed_batch(batch, &lake)?;
+        }
+        let (batch, changed) = conform(&batch, &union)?;
+        Ok((sink::encode_parquet(&batch)?, changed))
+    })
+    .await
+    .map_err(|e| Error::Lake(format!("rewriting {src}: {e}")))??;
     let name = rel.rsplit('/').next().unwrap_or(rel);
     let name = name.strip_prefix('v').map_or(name, |n| {
         // A copy of a copy: drop the earlier version prefix.
@@ -222,7 +167,6 @@ pub async fn copy_conformed(
     Ok(Copy {
         path,
         facts,
-        lost,
         changed,
     })
 }
@@ -253,7 +197,9 @@ pub fn add_action(copy: &Copy) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Decimal128Array, Float32Array, Int64Array, StringArray};
+    use arrow::array::{
+        Array, Decimal128Array, Float32Array, Int64Array, StringArray, StructArray,
+    };
 
     fn union() -> Vec<Field> {
         vec![
@@ -321,8 +267,7 @@ mod tests {
     fn old_files_conflict_and_are_cast_exactly() {
         let batch = old_batch();
         assert!(conflicts(&batch.schema(), &union()));
-        let (copy, lost, changed) = conform(&batch, &union()).unwrap();
-        assert_eq!(lost, 0);
+        let (copy, changed) = conform(&batch, &union()).unwrap();
         assert!(!changed, "every value is kept");
         assert!(!conflicts(&copy.schema(), &union()));
         let price = copy
@@ -356,48 +301,37 @@ mod tests {
     }
 
     #[test]
-    fn a_value_the_new_type_cannot_hold_becomes_null_and_is_counted() {
+    fn a_type_that_is_no_supertype_is_an_error_not_a_null() {
+        // The union is always a supertype; a narrower one is a defect that
+        // names the column, never a silent null.
         let narrow = vec![Field::new("price", DataType::Decimal128(6, 2), true)];
-        let (copy, lost, changed) = conform(&old_batch(), &narrow).unwrap();
-        assert_eq!(lost, 1, "-999999.99 does not fit DECIMAL(6,2)");
-        assert!(changed);
-        let price = copy
-            .column(1)
-            .as_any()
-            .downcast_ref::<Decimal128Array>()
-            .unwrap();
-        assert!(price.is_null(0));
-        assert_eq!(price.value_as_string(1), "0.01");
+        let err = conform(&old_batch(), &narrow).unwrap_err().to_string();
+        assert!(
+            err.contains("price") && err.contains("Decimal128(6, 2)"),
+            "{err}"
+        );
     }
 
     #[test]
-    fn a_cast_to_other_values_is_a_change_without_a_loss() {
-        // DECIMAL(8,2) to INT: 2.50 is 2, nothing null.
-        let to_int = vec![Field::new("price", DataType::Int64, true)];
-        let schema = Schema::new(vec![Field::new("price", DataType::Decimal128(8, 2), true)]);
-        let batch = RecordBatch::try_new(
-            Arc::new(schema),
-            vec![Arc::new(
-                Decimal128Array::from(vec![Some(250), Some(-300), None])
-                    .with_precision_and_scale(8, 2)
-                    .unwrap(),
-            )],
-        )
-        .unwrap();
-        let (_, lost, changed) = conform(&batch, &to_int).unwrap();
-        assert_eq!(lost, 0);
-        assert!(changed, "2.50 became 2");
-        // Whole values stay whole: no change.
-        let whole = RecordBatch::try_new(
-            batch.schema(),
-            vec![Arc::new(
-                Decimal128Array::from(vec![Some(200), None])
-                    .with_precision_and_scale(8, 2)
-                    .unwrap(),
-            )],
-        )
-        .unwrap();
-        assert!(!conform(&whole, &to_int).unwrap().2);
+    fn a_double_that_rounds_an_integer_is_a_change() {
+        let to_double = vec![Field::new("n", DataType::Float64, true)];
+        let schema = Schema::new(vec![Field::new("n", DataType::Int64, true)]);
+        let batch = |v: Vec<Option<i64>>| {
+            RecordBatch::try_new(
+                Arc::new(schema.clone()),
+                vec![Arc::new(Int64Array::from(v))],
+            )
+            .unwrap()
+        };
+        let (copy, changed) = conform(&batch(vec![Some(i64::MAX - 1), None]), &to_double).unwrap();
+        assert!(changed, "2^63-2 rounds in a DOUBLE");
+        assert_eq!(copy.schema().field(0).data_type(), &DataType::Float64);
+        // Small integers are exact: no change.
+        assert!(
+            !conform(&batch(vec![Some(-3), Some(1 << 40)]), &to_double)
+                .unwrap()
+                .1
+        );
     }
 
     #[test]

@@ -7,41 +7,12 @@ use arrow::datatypes::{DataType, Field, Fields, Schema};
 use serde_json::{json, Value};
 
 /// Adds the fields of `next` that `union` lacks, in their order; a field of
-/// both keeps its place and takes `next`'s type (structs merge field by
-/// field, so `_before` grows like the table). Every field is nullable: a
-/// column dropped later is null in later files.
+/// both keeps its place and takes the changelog supertype of both types
+/// (`supertype`; structs merge field by field, so `_before` grows like the
+/// table). Every field is nullable: a column dropped later is null in later
+/// files.
 pub fn widen(union: &mut Vec<Field>, next: &Schema) {
-    widen_fields(union, next.fields());
-}
-
-fn widen_fields(union: &mut Vec<Field>, next: &Fields) {
-    for f in next.iter() {
-        match union.iter_mut().find(|u| u.name() == f.name()) {
-            Some(u) => {
-                let merged = match (u.data_type(), f.data_type()) {
-                    (DataType::Struct(old), DataType::Struct(new)) => {
-                        let mut inner: Vec<Field> =
-                            old.iter().map(|x| x.as_ref().clone()).collect();
-                        widen_fields(&mut inner, new);
-                        DataType::Struct(inner.into())
-                    }
-                    (_, t) => t.clone(),
-                };
-                *u = Field::new(f.name(), merged, true);
-            }
-            None => union.push(nullable(f)),
-        }
-    }
-}
-
-fn nullable(f: &Field) -> Field {
-    let t = match f.data_type() {
-        DataType::Struct(inner) => {
-            DataType::Struct(inner.iter().map(|x| nullable(x)).collect::<Vec<_>>().into())
-        }
-        t => t.clone(),
-    };
-    Field::new(f.name(), t, true)
+    super::supertype::merge_fields(union, next.fields());
 }
 
 /// The Delta type of an Arrow type of the lake (DESIGN.md "Types"); `None`

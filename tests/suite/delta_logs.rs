@@ -122,14 +122,15 @@ fn age_parquet_files(dir: &Path, age: Duration) -> usize {
 /// days old (the removes stay recent), and a full VACUUM by `deltalake` at
 /// the default retention runs on both tables after checkpoints were
 /// written: every version still reads, alike for every reader, and no
-/// version names a missing file. The rewrite that changed values (2.50 to
-/// an INT) is a data change.
+/// version names a missing file. The rewrite that changed values (a BIGINT
+/// of 2^53 + 1 in the DOUBLE that the column became) is a data change.
 #[test]
 fn a_full_vacuum_keeps_every_file_a_recent_version_reads() {
     let db = MariaDb::start();
     db.sql(
         "CREATE DATABASE shop;
-         CREATE TABLE shop.t (id INT PRIMARY KEY, v INT, price DECIMAL(8,2));",
+         CREATE TABLE shop.t (id INT PRIMARY KEY, v INT, price DECIMAL(8,2),
+                              big BIGINT DEFAULT 9007199254740993);",
     );
     let lake = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -139,12 +140,12 @@ fn a_full_vacuum_keeps_every_file_a_recent_version_reads() {
     sluice
         .env
         .push(("SLUICE_TEST_CHECKPOINT_INTERVAL".into(), "4".into()));
-    db.sql("INSERT INTO shop.t VALUES (1, 1, 2.50), (2, 2, -2.50), (3, 3, 3.00);");
+    db.sql("INSERT INTO shop.t (id, v, price) VALUES (1, 1, 2.50), (2, 2, -2.50), (3, 3, 3.00);");
     sluice.run_until_caught_up_ok();
     let round = |r: i32| {
         db.sql(&format!(
             "UPDATE shop.t SET v = v + 10 WHERE id <= 2;
-             INSERT INTO shop.t VALUES ({}, {r}, 1.00);",
+             INSERT INTO shop.t (id, v, price) VALUES ({}, {r}, 1.00);",
             100 + r
         ));
         sluice.run_until_caught_up_ok();
@@ -152,8 +153,13 @@ fn a_full_vacuum_keeps_every_file_a_recent_version_reads() {
     for r in 1..=5 {
         round(r);
     }
-    // The changelog's files of DECIMAL(8,2) are copied as INT: 2.50 is 2.
-    db.sql("ALTER TABLE shop.t MODIFY price INT; INSERT INTO shop.t VALUES (20, 20, 7);");
+    // The changelog's files are copied in the supertypes: `price` in
+    // DECIMAL(21,2) (2.50 stays 2.50, 7 is 7.00), `big` in DOUBLE, which
+    // rounds 2^53 + 1.
+    db.sql(
+        "ALTER TABLE shop.t MODIFY price INT, MODIFY big DOUBLE;
+         INSERT INTO shop.t (id, v, price) VALUES (20, 20, 7);",
+    );
     sluice.run_until_caught_up_ok();
     for r in 6..=10 {
         round(r);
@@ -224,11 +230,22 @@ fn a_full_vacuum_keeps_every_file_a_recent_version_reads() {
     assert!(aged > 20, "{aged} files");
 
     let (vacuumed, after_changelog) = read_versions(&changelog, &columns, true);
-    assert_eq!(
-        vacuumed,
-        Vec::<String>::new(),
-        "shop.t has no unreferenced file"
-    );
+    // VACUUM deletes only the manifests' files that no version names: those
+    // written after the type change, whose rows every version reads from
+    // their copies in the supertype (`_rewritten/`).
+    let named: BTreeSet<String> = delta_commits(&changelog)
+        .iter()
+        .flat_map(|(_, a)| a)
+        .filter_map(|a| a.get("add").and_then(|x| x["path"].as_str()))
+        .map(str::to_string)
+        .collect();
+    for f in &vacuumed {
+        let name = f.rsplit('/').next().unwrap();
+        assert!(
+            !named.contains(name) && named.iter().any(|n| n.ends_with(&format!("-{name}"))),
+            "VACUUM deleted {f}, which a version of shop.t names or which has no copy"
+        );
+    }
     let (vacuumed, after_current) = read_versions(&current, &columns, true);
     assert_eq!(
         vacuumed
@@ -460,4 +477,162 @@ fn a_table_whose_delta_commits_fail_shows_its_lag_and_catches_up() {
     for (reader, rows) in &bad_rows.rows {
         assert_eq!(rows.len(), 4, "{reader}: every insert once");
     }
+}
+
+/// Issue 42, item 1: a name reused by a table whose column has another
+/// type (BLOB, then BIGINT). The changelog's column takes the supertype
+/// (BINARY: the new values as the UTF-8 bytes of their text), every reader
+/// reads all three rows, no Delta log is behind, and the current table
+/// keeps the source's current type.
+#[test]
+fn a_reused_name_with_another_column_type_keeps_its_changelog_log() {
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.t1 (id INT PRIMARY KEY, a BLOB);
+         INSERT INTO shop.t1 VALUES (1, 'x'), (2, 'yy');",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.snapshot = "mode = \"initial\"".into();
+    sluice.run_until_caught_up_ok();
+    db.sql(
+        "DROP TABLE shop.t1;
+         CREATE TABLE shop.t1 (id INT PRIMARY KEY, a BIGINT);
+         INSERT INTO shop.t1 VALUES (3, 30);",
+    );
+    let out = sluice.run_until_caught_up_ok();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !log.contains("could not make the Delta commit"),
+        "a Delta commit failed:\n{log}"
+    );
+    let status = sluice.status_json();
+    assert_eq!(
+        status["delta_lag"],
+        serde_json::json!({}),
+        "no Delta log is behind"
+    );
+
+    let shop = db.namespace().to_server("shop").into_owned();
+    let changelog = lake.path().join(&shop).join("t1");
+    let read = read_delta(
+        &changelog.display().to_string(),
+        &["_seq", "_op", "id", "a"],
+        None,
+        &Value::Null,
+        crate::delta::ALL_READERS,
+    );
+    for (reader, rows) in &read.rows {
+        let rows: Vec<(Option<&str>, Option<&str>, Option<&str>)> = rows
+            .iter()
+            .map(|r| (r[1].as_deref(), r[2].as_deref(), r[3].as_deref()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (Some("snapshot"), Some("1"), Some("b'x'")),
+                (Some("snapshot"), Some("2"), Some("b'yy'")),
+                (Some("truncate"), None, None),
+                (Some("insert"), Some("3"), Some("b'30'")),
+            ],
+            "{reader}"
+        );
+    }
+    let current = lake.path().join("_current").join(&shop).join("t1");
+    assert_eq!(
+        crate::current::current_rows(&current, &["id", "a"], None)
+            .into_values()
+            .collect::<Vec<_>>(),
+        [vec![Some("3".to_string()), Some("30".to_string())]],
+    );
+}
+
+/// Issue 42, item 3: delta-rs's `create_checkpoint` of a current table with
+/// deletion vectors lists a file's live entry before the tombstones of its
+/// earlier vectors, one without a vector. Folds after it keep the file live
+/// with its vector (no vector file deleted under a version, no key live
+/// twice); more folds, purges and a second foreign checkpoint later, every
+/// version still in the log reads alike in every reader, and the latest
+/// equals `SELECT *`.
+#[test]
+fn a_delta_rs_checkpoint_of_a_current_table_reads_like_sluices_own() {
+    ensure_readers();
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.t (id INT PRIMARY KEY, v INT);
+         INSERT INTO shop.t
+           WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 1000)
+           SELECT n, n FROM s;",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.snapshot = "mode = \"initial\"".into();
+    sluice.run_until_caught_up_ok();
+    let shop = db.namespace().to_server("shop").into_owned();
+    let current = lake.path().join("_current").join(&shop).join("t");
+    let checkpoint = || {
+        let out = Command::new("python3")
+            .args([
+                "-c",
+                "import sys, deltalake; deltalake.DeltaTable(sys.argv[1]).create_checkpoint()",
+            ])
+            .arg(&current)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "delta-rs create_checkpoint: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let matches_source = |what: &str| {
+        let want = crate::current::source_rows(&db, "t", &["id", "v"]);
+        let got = crate::current::current_rows(&current, &["id", "v"], None);
+        assert_same_table(what, &want, &got);
+    };
+    for i in 1..=6 {
+        db.sql(&format!(
+            "UPDATE shop.t SET v = v + 1 WHERE id IN ({i}, {}, {}, {}, {})",
+            i + 100,
+            i + 200,
+            i + 300,
+            i + 400
+        ));
+        sluice.run_until_caught_up_ok();
+    }
+    checkpoint();
+    db.sql("UPDATE shop.t SET v = v + 1 WHERE id IN (1,2,3,4,5,6,7,8,9,10,500,600,700)");
+    sluice.run_until_caught_up_ok();
+    matches_source("after the fold on delta-rs's checkpoint");
+    // Larger rounds: vectors past the purge threshold, deletes and
+    // re-inserts, and another foreign checkpoint in the middle.
+    for r in 1..=4 {
+        db.sql(&format!(
+            "UPDATE shop.t SET v = v + 1000 WHERE id % 4 = {};
+             DELETE FROM shop.t WHERE id % 50 = {r};
+             INSERT INTO shop.t VALUES ({}, {r});",
+            r % 4,
+            2000 + r
+        ));
+        sluice.run_until_caught_up_ok();
+        if r == 2 {
+            checkpoint();
+        }
+        matches_source(&format!("round {r}"));
+    }
+    let purged = delta_commits(&current)
+        .iter()
+        .filter(|(_, a)| {
+            a.iter()
+                .any(|x| x.get("remove").is_some_and(|r| r["dataChange"] == false))
+        })
+        .count();
+    assert!(purged >= 1, "no purge ran");
+    let (_, versions) = read_versions(&current, &["_seq", "id", "v"], false);
+    assert!(versions.len() >= 12, "{} versions", versions.len());
+    assert_readers_agree_on_every_version("_current/shop/t", &versions);
 }

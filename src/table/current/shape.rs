@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, StructArray};
-use arrow::compute::{cast_with_options, CastOptions};
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 
 use crate::error::{Error, Result};
@@ -210,11 +209,9 @@ fn carry(array: Option<&ArrayRef>, to: &DataType, len: usize) -> Result<ArrayRef
     if a.data_type() == to {
         return Ok(a.clone());
     }
-    let opts = CastOptions {
-        safe: true,
-        ..Default::default()
-    };
-    cast_with_options(a, to, &opts)
+    // A changelog file's column may hold the changelog supertype (bytes,
+    // text) of the source's current type, which a current table keeps.
+    crate::table::supertype::narrow(a, to)
         .map_err(|e| Error::Lake(format!("current table: a column cannot become {to}: {e}")))
 }
 
