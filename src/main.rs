@@ -127,6 +127,14 @@ enum SchemaCommand {
     },
 }
 
+/// Past `shutdown_timeout`, how long a stalled final checkpoint may still
+/// take before the process exits anyway.
+const SHUTDOWN_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `run --until-caught-up`: everything is committed, but some table's Delta
+/// log or current table is still behind its manifests.
+const BEHIND_EXIT_CODE: u8 = 3;
+
 fn main() -> ExitCode {
     tune_malloc();
     let cli = Cli::parse();
@@ -187,9 +195,20 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             let metrics = sluice::http::Metrics::new(config.flush.max_buffer_bytes);
             sluice::http::start(&config, metrics.clone()).await?;
             let (tx, rx) = tokio::sync::watch::channel(false);
+            let grace = config.shutdown_timeout + SHUTDOWN_MARGIN;
             tokio::spawn(async move {
                 wait_for_signal().await;
                 let _ = tx.send(true);
+                // The run bounds its own work after the final checkpoint by
+                // shutdown_timeout; a store that stalls the final checkpoint
+                // itself must not keep the process past it either. What it
+                // held is uncommitted and read again at the next start.
+                tokio::time::sleep(grace).await;
+                tracing::warn!(
+                    waited = ?grace,
+                    "shutdown_timeout ran out while sluice waited for the object store: exiting; what was not done is left for the next start (a checkpoint not committed is read again from the binlog, Delta commits and folds are made then)"
+                );
+                std::process::exit(0);
             });
             let opts = RunOptions {
                 until_caught_up,
@@ -202,6 +221,15 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
                 zero_dates_as_null = summary.zero_dates,
                 "done"
             );
+            if until_caught_up && !summary.behind.is_empty() {
+                // Everything is committed, but readers of these tables see
+                // stale data: a scheduled catch-up must not call that done.
+                eprintln!(
+                    "sluice: caught up, but the Delta log or current table of {} is behind its manifests (see `sluice status` and the errors above); the next run tries again",
+                    summary.behind.join(", ")
+                );
+                return Ok(ExitCode::from(BEHIND_EXIT_CODE));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Check {

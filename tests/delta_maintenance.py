@@ -5,12 +5,16 @@ table properties, at seeded random moments.
 
     python3 tests/delta_maintenance.py SEED SECONDS TABLE_DIR...
 
+SLUICE_TEST_RETENTION (default "interval 30 days") is the log and file
+retention the `properties` operation sets.
+
 Prints {"done": [[table, operation]...], "failed": [[table, operation, error]...]}
 as JSON. A commit that loses to a concurrent one is an answer delta-rs may
 give; any other error fails the script.
 """
 
 import json
+import os
 import random
 import sys
 import time
@@ -46,8 +50,13 @@ def main():
             elif op == "checkpoint":
                 dt.create_checkpoint()
             else:
+                retention = os.environ.get("SLUICE_TEST_RETENTION", "interval 30 days")
                 dt.alter.set_table_properties(
-                    {"delta.logRetentionDuration": "interval 30 days", f"user.maintained{n % 3}": str(n)},
+                    {
+                        "delta.logRetentionDuration": retention,
+                        "delta.deletedFileRetentionDuration": retention,
+                        f"user.maintained{n % 3}": str(n),
+                    },
                     raise_if_not_exists=False,
                 )
             done.append([table, op])

@@ -398,7 +398,20 @@ impl Pass<'_> {
                 }
             }
         }
-        for path in earlier {
+        // A manifest's file that reached the log only as a copy in the
+        // changelog's supertype (`_rewritten/v<version>-<name>`): no
+        // version names it, and it holds the copy's rows.
+        let originals: BTreeSet<String> = known
+            .iter()
+            .filter_map(|p| {
+                let name = p.strip_prefix("_rewritten/v")?.split_once('-')?.1;
+                (!known.contains(name)).then(|| name.to_string())
+            })
+            .collect();
+        for path in earlier
+            .into_iter()
+            .chain(originals.iter().map(String::as_str))
+        {
             let file = self.file(path);
             let erase = match self.positions(&file, None, found).await {
                 Ok(e) => e,

@@ -9,7 +9,7 @@ use tracing::{debug, error, info, warn};
 
 use super::flush::Flushed;
 use super::start::prepared_xa;
-use super::{current, xa, Pipeline};
+use super::{xa, Pipeline};
 use crate::batch::savepoint::Savepoints;
 use crate::commit::{self, DataFile, Manifest, SourceIdentity, Writer};
 use crate::config::Resume;
@@ -312,17 +312,53 @@ impl Pipeline<'_> {
     /// The last fold of the current tables: at shutdown and at the end of
     /// `--until-caught-up`.
     pub(super) async fn finish_current(&mut self) {
-        // A compaction round in hand stops first: it holds the slot the
-        // last fold needs.
-        self.compactions.stop().await;
-        self.retention.stop().await;
-        self.current.wait().await;
-        let job = self
-            .current
-            .last_job(self.committed.as_ref(), self.tracker.history());
-        if let Some(job) = job {
-            current::fold_now(self.lake.store.clone(), job).await;
+        if self.tables.has_lags() {
+            // The run's last try of every lagging Delta log, whatever its
+            // wait, before the last fold reads the changelogs.
+            self.tables.clear_waits();
+            self.commit_tables().await;
         }
+        let deadline = self.deadline;
+        let work = async {
+            // A compaction round in hand stops first: it holds the slot the
+            // last fold needs.
+            self.compactions.stop().await;
+            self.retention.stop().await;
+            self.current.wait().await;
+            let job = self
+                .current
+                .last_job(self.committed.as_ref(), self.tracker.history());
+            if let Some(job) = job {
+                self.current.fold_now(self.lake.store.clone(), job).await;
+            }
+        };
+        let finished = match deadline {
+            Some(at) => tokio::time::timeout_at(at.into(), work).await.is_ok(),
+            None => {
+                work.await;
+                true
+            }
+        };
+        if !finished {
+            // Each of them is crash-safe: a fold's files without its commit,
+            // a compaction's or a retention round's, go at the next start.
+            warn!(
+                shutdown_timeout = ?self.config.shutdown_timeout,
+                "shutdown_timeout ran out: the last fold of the current tables (and any compaction or retention round in hand) is left for the next start"
+            );
+        }
+        // What a scheduled catch-up must hear of (exit 3): tables whose
+        // Delta log or current table is still behind after the last try.
+        let mut behind: Vec<String> = self.tables.lags().into_iter().map(|l| l.table).collect();
+        behind.extend(
+            self.current
+                .failed()
+                .iter()
+                .map(|t| format!("{t} (current)")),
+        );
+        behind.sort();
+        behind.dedup();
+        self.summary.behind = behind;
     }
 
     /// Before an error ends the run: a compaction stops at its next batch,
@@ -359,25 +395,59 @@ impl Pipeline<'_> {
             std::process::abort();
         }
         let store = self.lake.store.clone();
-        let behind = self.tables.behind;
+        // A failure earlier: the lagging tables catch up as their waits run
+        // out; a failure no table's lag holds (a log that could not be
+        // read) is repaired as at a start, as its own wait allows.
+        let lagging = self.tables.behind && self.tables.has_lags();
+        let repair = self.tables.behind && !lagging && self.tables.repair_due();
         // Read from SQLite before any await: the history is not Sync.
-        let schemas = if behind {
+        let schemas = if repair {
             SchemaVersions::load_all(self.tracker.history())
+        } else if lagging {
+            let mut tables = self.tables.lagging_tables();
+            tables.extend(m.files.iter().filter_map(|f| {
+                let (db, t) = f.table.split_once('.')?;
+                Some((db.to_string(), t.to_string()))
+            }));
+            tables.sort();
+            tables.dedup();
+            SchemaVersions::load(self.tracker.history(), tables)
         } else {
             SchemaVersions::for_manifest(self.tracker.history(), m)
         };
-        let made = match schemas {
-            Ok(schemas) if behind => self
-                .tables
-                .repair(store.as_ref(), &self.lake, m, &schemas)
-                .await
-                .map(|r| r.commits),
-            Ok(schemas) => {
-                self.tables
-                    .commit_manifest(store.as_ref(), m, &schemas)
+        let deadline = self.deadline;
+        let work = async {
+            match schemas {
+                Ok(schemas) if repair => self
+                    .tables
+                    .repair(store.as_ref(), &self.lake, m, &schemas)
                     .await
+                    .map(|r| r.commits),
+                Ok(schemas) if lagging => {
+                    self.tables
+                        .commit_lagging(store.as_ref(), &self.lake, m, &schemas)
+                        .await
+                }
+                Ok(schemas) => {
+                    self.tables
+                        .commit_manifest(store.as_ref(), m, &schemas)
+                        .await
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => Err(e),
+        };
+        let made = match deadline {
+            // Shutting down: the Delta commits get what is left of
+            // shutdown_timeout; the next start makes the rest.
+            Some(at) => match tokio::time::timeout_at(at.into(), work).await {
+                Ok(made) => made,
+                Err(_) => {
+                    warn!(seq = m.seq, shutdown_timeout = ?self.config.shutdown_timeout, "shutdown_timeout ran out: the Delta commits of this manifest are left for the next start");
+                    self.tables.behind = true;
+                    return;
+                }
+            },
+            None => work.await,
         };
         match made {
             Ok(n) => debug!(

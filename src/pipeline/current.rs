@@ -35,6 +35,9 @@ pub struct CurrentFolds {
     folding_since: Option<Instant>,
     /// `db.table` of the tables the last fold covered (the gauge's labels).
     tables: Vec<String>,
+    /// `db.table` of the tables whose last finished fold failed (all of the
+    /// job's when the fold as a whole failed).
+    failed: Vec<String>,
 }
 
 /// The share of `flush.max_buffer_bytes` of the work beside the stream (a
@@ -81,6 +84,7 @@ impl CurrentFolds {
             unfolded_since: None,
             folding_since: None,
             tables: Vec::new(),
+            failed: Vec::new(),
         }
     }
 
@@ -168,15 +172,18 @@ impl CurrentFolds {
     fn collect_finished(&mut self) {
         if self.running.as_ref().is_some_and(|t| t.is_finished()) {
             if let Some(task) = self.running.take() {
-                let ok = log_outcome(futures::FutureExt::now_or_never(task));
-                self.fold_ended(ok);
+                let failed = log_outcome(futures::FutureExt::now_or_never(task), &self.tables);
+                self.fold_ended(failed);
             }
         }
     }
 
-    /// A fold ended: what it covered is folded, or waits again.
-    fn fold_ended(&mut self, ok: bool) {
+    /// A fold ended, with the tables it could not fold: what it covered is
+    /// folded, or waits again.
+    fn fold_ended(&mut self, failed: Vec<String>) {
         let covered = self.folding_since.take();
+        let ok = failed.is_empty();
+        self.failed = failed;
         if !ok {
             self.unfolded_since = match (covered, self.unfolded_since) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -202,9 +209,21 @@ impl CurrentFolds {
     /// Waits for the running fold.
     pub async fn wait(&mut self) {
         if let Some(task) = self.running.take() {
-            let ok = log_outcome(Some(task.await));
-            self.fold_ended(ok);
+            let failed = log_outcome(Some(task.await), &self.tables);
+            self.fold_ended(failed);
         }
+    }
+
+    /// Runs a last fold to its end (shutdown, end of `--until-caught-up`).
+    pub async fn fold_now(&mut self, store: Arc<dyn ObjectStore>, job: FoldJob) {
+        let tables: Vec<String> = job.tables.iter().map(|t| t.name()).collect();
+        // A task of its own, so that a bug in a fold cannot take the run down.
+        self.failed = log_outcome(Some(spawn_fold(store, job).await), &tables);
+    }
+
+    /// The current tables whose last fold failed.
+    pub fn failed(&self) -> &[String] {
+        &self.failed
     }
 
     /// The job of a last fold up to `m`, if folds are on.
@@ -217,12 +236,6 @@ impl CurrentFolds {
             .map_err(|e| warn!(error = %e, "could not plan a fold of the current tables"))
             .ok()
     }
-}
-
-/// Runs a fold to its end (shutdown, end of `--until-caught-up`).
-pub async fn fold_now(store: Arc<dyn ObjectStore>, job: FoldJob) {
-    // A task of its own, so that a bug in a fold cannot take the run down.
-    log_outcome(Some(spawn_fold(store, job).await));
 }
 
 /// Runs a fold on a thread of the blocking pool: its decoding, sorting and
@@ -250,10 +263,12 @@ async fn timed_fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<(FoldRe
 
 type Outcome = std::result::Result<Result<(FoldReport, u128)>, tokio::task::JoinError>;
 
-/// Logs how a fold ended; whether it succeeded.
-fn log_outcome(done: Option<Outcome>) -> bool {
+/// Logs how a fold of `tables` ended; the tables it could not fold (all of
+/// them when the fold as a whole failed or has not ended).
+fn log_outcome(done: Option<Outcome>, tables: &[String]) -> Vec<String> {
     match done {
-        None => return false,
+        None => return tables.to_vec(),
+        Some(Ok(Ok((r, _)))) if !r.failed.is_empty() => return r.failed,
         Some(Ok(Ok((r, ms)))) if r.commits > 0 => info!(
             ms,
             commits = r.commits,
@@ -278,18 +293,18 @@ fn log_outcome(done: Option<Outcome>) -> bool {
         Some(Ok(Ok(_))) => {}
         Some(Ok(Err(e))) if e.is_transient() => {
             warn!(error = %e, kind = e.kind().as_str(), "current table fold failed; the previous versions stay, the next fold redoes it");
-            return false;
+            return tables.to_vec();
         }
         Some(Ok(Err(e))) => {
             error!(error = %e, kind = e.kind().as_str(), "current table fold failed; the previous versions stay, the next fold tries again");
-            return false;
+            return tables.to_vec();
         }
         Some(Err(e)) => {
             error!(error = %e, kind = "definite", "current table fold task failed");
-            return false;
+            return tables.to_vec();
         }
     }
-    true
+    Vec::new()
 }
 
 #[cfg(test)]
@@ -336,11 +351,11 @@ mod tests {
         f.publish(&metrics);
         assert!(lag(&metrics) >= 2.0);
         // It fails: they wait again, from when they first did.
-        f.fold_ended(false);
+        f.fold_ended(vec!["db.t".into()]);
         assert_eq!(f.unfolded_since, Some(two_s_ago));
         // The next one succeeds: folded.
         f.folding_since = f.unfolded_since.take();
-        f.fold_ended(true);
+        f.fold_ended(Vec::new());
         f.publish(&metrics);
         assert_eq!(lag(&metrics), 0.0);
     }

@@ -56,6 +56,10 @@ pub struct RunSummary {
     pub rows: u64,
     pub manifests: u64,
     pub zero_dates: u64,
+    /// `db.table` of the tables whose Delta log lags its manifests, and of
+    /// the current tables (` (current)`) whose last fold failed, when the
+    /// run ended: `run --until-caught-up` exits 3 when there are any.
+    pub behind: Vec<String>,
 }
 
 struct Pipeline<'a> {
@@ -156,6 +160,10 @@ struct Pipeline<'a> {
     idle: bool,
     /// Folds of the changelog into the current-state tables.
     current: current::CurrentFolds,
+    /// When SIGTERM's `shutdown_timeout` runs out: the Delta commits and
+    /// the background work after the final checkpoint get what is left of
+    /// it, then are left for the next start (each is crash-safe).
+    deadline: Option<Instant>,
     /// Compaction of the changelog tables.
     compactions: compaction::Compactions,
     retention: retention::Retention,
@@ -404,6 +412,7 @@ pub async fn run(
         read_ts: 0,
         idle: false,
         current: current::CurrentFolds::new(config),
+        deadline: None,
     };
     p.metrics.set_committed_position(&p.cursor);
     p.start_snapshot_work(widened).await?;
@@ -545,6 +554,7 @@ impl Pipeline<'_> {
                     if changed.is_ok() {
                         info!("shutdown requested: finishing the transaction in hand");
                         stopping = Some(Instant::now());
+                        self.deadline = Some(Instant::now() + self.config.shutdown_timeout);
                         if !self.in_tx {
                             self.checkpoint().await?;
                             return Ok(());

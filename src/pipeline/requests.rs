@@ -371,7 +371,7 @@ impl Pipeline<'_> {
         if self.config.snapshot.new_tables == NewTables::Skip {
             info!(tables = %names.join(", "), "tables took captured names from tables not captured (RENAME TABLE): captured from the stream on (new_tables = \"skip\"); their earlier rows are not in the lake");
             for table in &names {
-                self.push_restart_marker(table, &why)?;
+                self.push_restart_marker(table, &why, None)?;
             }
             return Ok(());
         }
@@ -383,7 +383,7 @@ impl Pipeline<'_> {
             Err(e @ Error::Snapshot { .. }) => {
                 warn!(tables = %names.join(", "), kind = %crate::error::HasKind::error_kind(&e), error = %e, "the tables cannot be snapshotted: captured from the stream on, their earlier rows are not in the lake");
                 for table in &names {
-                    self.push_restart_marker(table, &why)?;
+                    self.push_restart_marker(table, &why, None)?;
                 }
                 return Ok(());
             }
@@ -424,7 +424,7 @@ impl Pipeline<'_> {
                 continue;
             }
             if a.marker {
-                self.push_restart_marker(&a.table, &a.why)?;
+                self.push_restart_marker(&a.table, &a.why, None)?;
             }
             let spawn = self.spawn_args();
             let run = self
@@ -455,7 +455,12 @@ impl Pipeline<'_> {
     /// transaction of its own: every earlier row of the table is gone, and
     /// the new snapshot's chunks, placed at or after the stream's position,
     /// come after it.
-    pub(super) fn push_restart_marker(&mut self, table: &str, why: &Arc<str>) -> Result<()> {
+    pub(super) fn push_restart_marker(
+        &mut self,
+        table: &str,
+        why: &Arc<str>,
+        gtid: Option<&str>,
+    ) -> Result<()> {
         let Some((db, name)) = table.split_once('.') else {
             return Ok(());
         };
@@ -485,7 +490,7 @@ impl Pipeline<'_> {
             tx_seq,
             file: &file,
             pos,
-            gtid: None,
+            gtid,
             timestamp: chrono::Utc::now().timestamp() as u32,
             sql: Some(why),
         };

@@ -103,8 +103,9 @@ impl Pipeline<'_> {
                 "-- sluice: {why}; the table is re-read from the source"
             ));
             if matches!(why, RereadReason::Renamed { .. }) {
-                // After the statement, under the name it gave the table.
-                self.push_restart_marker(&table, &sql)?;
+                // After the statement, under the name it gave the table, in
+                // its event group (its GTID, as every streamed row has).
+                self.push_restart_marker(&table, &sql, at.gtid.as_deref())?;
             } else {
                 self.push_ddl_marker(&table, at, &sql).await?;
             }

@@ -192,6 +192,13 @@ fn column_change(old: &ColumnDef, new: &ColumnDef) -> Option<RereadReason> {
             column: new.name.clone(),
         });
     }
+    // The same type in the same charset (a MODIFY that changed only the
+    // collation, the default or a comment, or restated the column): the
+    // server converts no value, whatever sluice derived from the text.
+    if type_params(&old.mysql_type) == type_params(&new.mysql_type) && charset(old) == charset(new)
+    {
+        return None;
+    }
     let type_change = || RereadReason::Type {
         column: new.name.clone(),
         from: old.mysql_type.clone(),

@@ -58,6 +58,12 @@ fn allow_listed_type_changes_keep_values() {
         ("decimal(30,2)", "decimal(40,2)", None),
         ("datetime(6)", "datetime(6)", None),
         ("double", "double", None),
+        // A column restated, or given another collation or default: the
+        // same type in the same charset converts no value.
+        ("char(10)", "char(10)", Some("utf8mb4")),
+        ("CHAR(10)", "char(10)", Some("utf8mb4")),
+        ("binary(8)", "binary(8)", None),
+        ("json", "json", Some("utf8mb4")),
     ] {
         assert_eq!(retyped(from, to, cs), None, "{from} to {to}");
     }

@@ -83,6 +83,35 @@ impl Lags {
         }
     }
 
+    /// The table folders that lag, with their `db.table` and the seqs of
+    /// the manifests their logs miss, oldest first.
+    pub fn missing(&self) -> Vec<(String, String, Vec<u64>)> {
+        self.0
+            .iter()
+            .map(|(dir, m)| {
+                (
+                    dir.clone(),
+                    m.table.clone(),
+                    m.seqs.keys().copied().collect(),
+                )
+            })
+            .collect()
+    }
+
+    pub fn lags(&self, dir: &str) -> bool {
+        self.0.contains_key(dir)
+    }
+
+    /// Manifest `seq` has no files of `dir` after all: it is not missed.
+    pub fn caught_up_one(&mut self, dir: &str, seq: u64) {
+        if let Some(entry) = self.0.get_mut(dir) {
+            entry.seqs.remove(&seq);
+            if entry.seqs.is_empty() {
+                self.0.remove(dir);
+            }
+        }
+    }
+
     /// Forgets the tables `lagging` does not name.
     pub fn keep_only(&mut self, lagging: impl Fn(&str) -> bool) {
         self.0.retain(|dir, _| lagging(dir));

@@ -453,7 +453,7 @@ async fn repair_hint(
     };
     match done {
         Ok(()) => {
-            tracing::warn!(%table, why, checkpoint = ?checkpoint.map(|(c, _)| c.version), "the Delta log's _last_checkpoint was stale: the log was listed and read, and the hint repaired")
+            tracing::info!(%table, why, checkpoint = ?checkpoint.map(|(c, _)| c.version), "the Delta log's _last_checkpoint was stale: the log was listed and read, and the hint repaired")
         }
         Err(e) => {
             tracing::warn!(%table, why, error = %e, "the Delta log's _last_checkpoint is stale and could not be repaired; the log is listed at each load until it is")

@@ -176,7 +176,16 @@ pub struct TableLogs {
     /// A Delta commit failed: the next checkpoint repairs before it commits.
     pub behind: bool,
     lag: lag::Lags,
+    /// Per lagging table folder: when its log may be tried again, and how
+    /// many tries in a row failed (the wait doubles, up to [`RETRY_MAX`]).
+    retry: HashMap<String, (std::time::Instant, u32)>,
 }
+
+/// The first wait after a table's Delta commit failed, and the longest.
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(300);
+/// The key of a whole repair's wait in `TableLogs::retry`.
+const REPAIR_KEY: &str = "";
 
 /// How many times a commit version taken by someone else is re-read.
 const CONFLICT_TRIES: u32 = 5;
@@ -564,6 +573,123 @@ impl TableLogs {
             schemas.2.get(&key),
         )
         .await
+    }
+
+    /// The Delta commits of manifest `m` while some tables' logs lag (a
+    /// checkpoint after a failure; the start repairs with [`Self::repair`]):
+    /// each lagging table whose wait ran out makes its missing commits in
+    /// manifest order, from the manifests its lag lists, and stops at the
+    /// first failure, which doubles its wait; so a table that keeps failing
+    /// costs one manifest read and one try per wait, not a pass over its
+    /// whole lag at every checkpoint. The tables of `m` that do not lag
+    /// commit as usual. `schemas` must cover `m`'s tables and the lagging.
+    pub async fn commit_lagging(
+        &mut self,
+        store: &dyn ObjectStore,
+        lake: &crate::commit::Lake,
+        m: &Manifest,
+        schemas: &SchemaVersions,
+    ) -> Result<usize> {
+        let mut made = 0;
+        let mut failed = Vec::new();
+        let now = std::time::Instant::now();
+        for (dir, table, seqs) in self.lag.missing() {
+            if self.retry.get(&dir).is_some_and(|(at, _)| *at > now) {
+                continue;
+            }
+            for seq in seqs {
+                let read = if seq == m.seq {
+                    Ok(m.clone())
+                } else {
+                    lake.read_manifest(seq).await
+                };
+                let older = match read {
+                    Ok(older) => older,
+                    Err(e) => {
+                        failed.push((table.clone(), e));
+                        self.back_off(&dir);
+                        break;
+                    }
+                };
+                let Some(t) = by_table(&older).remove(&dir) else {
+                    self.lag.caught_up_one(&dir, seq);
+                    continue;
+                };
+                match self.commit_table(store, &older, &t, schemas).await {
+                    Ok(done) => made += usize::from(done),
+                    Err(e) => {
+                        failed.push((table.clone(), e));
+                        self.back_off(&dir);
+                        break;
+                    }
+                }
+            }
+            if !self.lag.lags(&dir) {
+                self.retry.remove(&dir);
+            }
+        }
+        for (key, t) in by_table(m) {
+            if self.lag.lags(&key) {
+                // Its earlier manifests come first: this one waits with them.
+                self.lag.missed_after(&t.dir, (m.seq, &m.committed_at));
+                continue;
+            }
+            match self.commit_table(store, m, &t, schemas).await {
+                Ok(done) => made += usize::from(done),
+                Err(e) => {
+                    self.back_off(&key);
+                    failed.push((t.files[0].table.clone(), e));
+                }
+            }
+        }
+        self.behind = !self.lag.missing().is_empty();
+        first_failure(m.seq, failed).map_or(Ok(made), Err)
+    }
+
+    /// The table folder `dir` failed again: its next try waits twice as long.
+    fn back_off(&mut self, dir: &str) {
+        let failures = self.retry.get(dir).map_or(0, |(_, n)| *n);
+        let wait = RETRY_FIRST
+            .saturating_mul(1 << failures.min(16))
+            .min(RETRY_MAX);
+        self.retry.insert(
+            dir.to_string(),
+            (std::time::Instant::now() + wait, failures + 1),
+        );
+    }
+
+    /// Whether a whole repair may run now (after a failure that no table's
+    /// lag holds, such as a log that cannot be read): it waits like a
+    /// table's retry.
+    pub fn repair_due(&mut self) -> bool {
+        let due = self
+            .retry
+            .get(REPAIR_KEY)
+            .is_none_or(|(at, _)| *at <= std::time::Instant::now());
+        if due {
+            self.back_off(REPAIR_KEY);
+        }
+        due
+    }
+
+    /// Every lagging table may be tried at once (the run's last try).
+    pub fn clear_waits(&mut self) {
+        self.retry.clear();
+    }
+
+    /// The lagging tables that [`Self::commit_lagging`] follows.
+    pub fn has_lags(&self) -> bool {
+        !self.lag.missing().is_empty()
+    }
+
+    /// The `db.table` of every table whose log lags (for the schema
+    /// versions [`Self::commit_lagging`] needs).
+    pub fn lagging_tables(&self) -> Vec<(String, String)> {
+        self.lag
+            .missing()
+            .into_iter()
+            .filter_map(|(dir, _, _)| table_names(&Path::parse(dir).ok()?))
+            .collect()
     }
 
     /// Makes the Delta commits missing for manifests up to `newest`: at start

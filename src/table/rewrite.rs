@@ -99,7 +99,8 @@ pub fn conform(batch: &RecordBatch, union: &[Field]) -> Result<(RecordBatch, boo
                 // column again (DECIMAL(8,2) to DECIMAL(12,4), 7 to "7").
                 changed |= supertype::narrow(&c, field.data_type())
                     .map_or(true, |back| back.to_data() != column.to_data());
-                (Field::new(field.name(), u.data_type().clone(), true), c)
+                // A struct (`_before`) keeps the file's own fields.
+                (Field::new(field.name(), c.data_type().clone(), true), c)
             }
             _ => (field.as_ref().clone(), column.clone()),
         };
@@ -298,6 +299,33 @@ mod tests {
         assert!(p.is_null(1));
         // Untouched columns keep their arrays.
         assert_eq!(copy.column(0).to_data(), batch.column(0).to_data());
+    }
+
+    /// `_before` of an older file lacks columns added since: the copy keeps
+    /// the file's own fields, in the union's types.
+    #[test]
+    fn a_before_image_with_fewer_fields_than_the_union_converts() {
+        let mut wider = union();
+        let before = Field::new(
+            "_before",
+            DataType::Struct(
+                vec![
+                    Field::new("id", DataType::Int64, true),
+                    Field::new("price", DataType::Decimal128(12, 4), true),
+                    Field::new("added", DataType::Utf8, true),
+                ]
+                .into(),
+            ),
+            true,
+        );
+        *wider.last_mut().unwrap() = before;
+        let (copy, changed) = conform(&old_batch(), &wider).unwrap();
+        assert!(!changed);
+        let DataType::Struct(fields) = copy.schema().field(4).data_type().clone() else {
+            panic!("_before is no struct");
+        };
+        assert_eq!(fields.len(), 2);
+        assert_eq!(fields[1].data_type(), &DataType::Decimal128(12, 4));
     }
 
     #[test]

@@ -533,6 +533,8 @@ pub struct Sluice {
     pub compaction: String,
     /// Raw TOML appended at the end of the file (new sections).
     pub extra: String,
+    /// Top-level keys (`shutdown_timeout`), before every section.
+    pub top_level: String,
     pub rust_log: String,
     /// Timeout for `run_until_caught_up` and friends.
     pub timeout: Duration,
@@ -587,6 +589,7 @@ impl Sluice {
             snapshot: "mode = \"never\"".to_owned(),
             compaction: "enabled = false".to_owned(),
             extra: String::new(),
+            top_level: String::new(),
             rust_log: std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
             timeout: Duration::from_secs(300),
             namespace: Namespace::default(),
@@ -609,7 +612,8 @@ impl Sluice {
             .collect::<Vec<_>>()
             .join(", ");
         format!(
-            "[source]\n\
+            "{top_level}\
+             [source]\n\
              {url}\
              server_id = {server_id}\n\
              start = {start}\n\
@@ -637,6 +641,7 @@ impl Sluice {
             } else {
                 format!("url = \"{}\"\n", self.url)
             },
+            top_level = self.top_level,
             server_id = self.server_id,
             start = self.start,
             extra_source = self.extra_source,

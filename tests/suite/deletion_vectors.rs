@@ -337,3 +337,43 @@ fn folds_mark_deletion_vectors_survive_a_kill_and_purge() {
         );
     }
 }
+
+/// Issue 42, item 6: a renamed table's current table starts from copies of
+/// the old name's files and vector files; a copy that the fold rewrites
+/// leaves its vector file in no version, so the fold deletes it at once
+/// (no clean-up would ever find it). The new name's folder holds only vector
+/// files its log names, and equals the source.
+#[test]
+fn a_renamed_tables_rewritten_copies_leave_no_vector_file_behind() {
+    let db = MariaDb::start();
+    db.sql("CREATE DATABASE shop; CREATE TABLE shop.dv (id INT PRIMARY KEY, v INT);");
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.extra = "[current]\nenabled = true\nrefresh = \"1h\"\ntarget_file_size = \"4KiB\"\npurge_threshold = 0.9\n".into();
+    let rows: Vec<String> = (1..=3000).map(|i| format!("({i}, {i})")).collect();
+    db.sql(&format!("INSERT INTO shop.dv VALUES {};", rows.join(", ")));
+    sluice.run_until_caught_up_ok();
+    // Enough rows of each file marked to need vector files.
+    db.sql("UPDATE shop.dv SET v = v + 1 WHERE id % 3 = 0;");
+    sluice.run_until_caught_up_ok();
+    let old = dv_dir(lake.path(), &db);
+    assert!(
+        !vector_files_on_disk(&old).is_empty(),
+        "the fold wrote no vector file"
+    );
+    db.sql(
+        "RENAME TABLE shop.dv TO shop.dv2;
+         UPDATE shop.dv2 SET v = v + 1 WHERE id % 3 = 1 AND id < 1500;",
+    );
+    sluice.run_until_caught_up_ok();
+    let new = lake
+        .path()
+        .join("_current")
+        .join(db.namespace().to_server("shop").as_ref())
+        .join("dv2");
+    assert_no_orphan_vectors(&new);
+    let want = crate::current::source_rows(&db, "dv2", &["id", "v"]);
+    let got = current_rows(&new, &["id", "v"], None);
+    assert_same_table("_current/shop/dv2", &want, &got);
+}

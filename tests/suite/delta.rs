@@ -15,7 +15,7 @@ use serde_json::Value;
 
 /// Pinned reader versions (checked on this machine; DuckDB's extension must
 /// have DuckDB's exact version).
-const READERS: [&str; 8] = [
+const READERS: [&str; 9] = [
     "deltalake==1.6.6",
     "polars==2.1.0",
     "duckdb==1.5.5",
@@ -24,6 +24,9 @@ const READERS: [&str; 8] = [
     "pyarrow",
     "pysail==0.7.2",
     "pyspark-client==4.2.0",
+    // DuckDB's Python client turns TIMESTAMP WITH TIME ZONE (`_ts`) into
+    // Python values through it.
+    "pytz",
 ];
 
 /// Every reader tests/delta_read.py knows, for `read_delta`'s `readers`.
@@ -36,7 +39,7 @@ pub(crate) fn ensure_readers() {
         let present = Command::new("python3")
             .args([
                 "-c",
-                "import deltalake, polars, duckdb, duckdb_extension_delta, duckdb_extension_httpfs, pyarrow, pysail, pyspark; \
+                "import deltalake, polars, duckdb, duckdb_extension_delta, duckdb_extension_httpfs, pyarrow, pysail, pyspark, pytz; \
                  assert deltalake.__version__ == '1.6.6' and duckdb.__version__ == '1.5.5'",
             ])
             .output()

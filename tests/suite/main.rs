@@ -42,6 +42,7 @@ mod renames;
 mod reread;
 mod resilience;
 mod retention;
+mod schema_churn;
 mod schema_history;
 mod session_settings;
 mod snapshot;

@@ -17,6 +17,31 @@ fn keyed_table(db: &MariaDb, create: &str, rows: u64, value: impl Fn(u64) -> Str
     }
 }
 
+/// `shop.items` of 20,000 rows, and a sidecar reading it in chunks of 20
+/// that has committed some: the lake, the state and the running sidecar.
+fn items_being_read(db: &MariaDb) -> (tempfile::TempDir, tempfile::TempDir, Sluice, Running) {
+    keyed_table(
+        db,
+        "CREATE TABLE shop.items (id INT NOT NULL PRIMARY KEY, v VARCHAR(20));",
+        20_000,
+        |i| format!("({i}, 'v{i}')"),
+    );
+    let lake_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(db, lake_dir.path(), state.path());
+    sluice.snapshot = "chunk_rows = 20".into();
+    sluice.interval = "100ms".into();
+    let run = sluice.spawn_run(false);
+    let started = wait_until(Duration::from_secs(60), || {
+        let lake = Lake::read_committed(lake_dir.path());
+        lake.manifests
+            .last()
+            .is_some_and(|m| m["snapshot"]["shop.items"]["rows"].as_u64().unwrap_or(0) > 0)
+    });
+    assert!(started, "the snapshot did not start:\n{}", run.log_tail(30));
+    (lake_dir, state, sluice, run)
+}
+
 fn snapshot_done(lake: &std::path::Path, table: &str) -> bool {
     let lake = Lake::read_committed(lake);
     lake.manifests
@@ -30,25 +55,7 @@ fn snapshot_done(lake: &std::path::Path, table: &str) -> bool {
 #[test]
 fn a_key_column_renamed_during_the_snapshot_is_read_under_its_new_name() {
     let db = MariaDb::start();
-    keyed_table(
-        &db,
-        "CREATE TABLE shop.items (id INT NOT NULL PRIMARY KEY, v VARCHAR(20));",
-        20_000,
-        |i| format!("({i}, 'v{i}')"),
-    );
-    let lake_dir = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
-    sluice.snapshot = "chunk_rows = 20".into();
-    sluice.interval = "100ms".into();
-    let mut run = sluice.spawn_run(false);
-    let started = wait_until(Duration::from_secs(60), || {
-        let lake = Lake::read_committed(lake_dir.path());
-        lake.manifests
-            .last()
-            .is_some_and(|m| m["snapshot"]["shop.items"]["rows"].as_u64().unwrap_or(0) > 0)
-    });
-    assert!(started, "the snapshot did not start:\n{}", run.log_tail(30));
+    let (lake_dir, _state, sluice, mut run) = items_being_read(&db);
     db.sql(
         "ALTER TABLE shop.items RENAME COLUMN id TO item_id;
          UPDATE shop.items SET v = 'moved' WHERE item_id % 101 = 0;",
@@ -84,6 +91,53 @@ fn a_key_column_renamed_during_the_snapshot_is_read_under_its_new_name() {
     let source = db.table_map("SELECT item_id, v FROM shop.items", &[0]);
     assert_eq!(source.len(), 20_000);
     assert_same_table("shop.items", &source, &lake.replay("shop.items", &[0]));
+}
+
+/// Issue 42, item 10: a table renamed while its rows are being read
+/// restarts under its new name with a `truncate` marker after the RENAME
+/// and a new snapshot. The marker carries the RENAME's GTID, as every row
+/// but snapshot rows does on MariaDB; the new name replays to the source.
+#[test]
+fn a_table_renamed_during_its_snapshot_restarts_with_a_marker_in_the_renames_gtid() {
+    let db = MariaDb::start();
+    let (lake_dir, _state, _sluice, mut run) = items_being_read(&db);
+    db.sql("RENAME TABLE shop.items TO shop.items2; UPDATE shop.items2 SET v = 'x' WHERE id = 7;");
+    let done = wait_until(Duration::from_secs(120), || {
+        snapshot_done(lake_dir.path(), "shop.items2")
+    });
+    assert!(
+        done,
+        "the new name's snapshot did not finish:\n{}",
+        run.log_tail(30)
+    );
+    assert!(
+        run.terminate(Duration::from_secs(30)).success(),
+        "{}",
+        run.log_tail(30)
+    );
+    let lake = Lake::read(lake_dir.path());
+    let rows = lake.rows("shop.items2");
+    let markers: Vec<&Row> = rows.iter().filter(|r| r.op == "truncate").collect();
+    assert!(!markers.is_empty(), "no truncate marker under the new name");
+    for r in &rows {
+        assert!(
+            r.op == "snapshot" || r.gtid.is_some(),
+            "a {} row at _seq {} has no _gtid (sql {:?})",
+            r.op,
+            r.seq,
+            r.sql
+        );
+    }
+    assert!(
+        markers
+            .iter()
+            .all(|m| m.sql.as_deref().is_some_and(|s| s.contains("renamed from"))),
+        "{:?}",
+        markers.iter().map(|m| &m.sql).collect::<Vec<_>>()
+    );
+    let source = db.table_map("SELECT id, v FROM shop.items2", &[0]);
+    assert_eq!(source.len(), 20_000);
+    assert_same_table("shop.items2", &source, &lake.replay("shop.items2", &[0]));
 }
 
 /// A server whose sql_mode pads CHAR values to their full length: the

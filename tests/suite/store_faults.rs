@@ -411,3 +411,68 @@ fn access_denied_while_running_stops_with_one_line() {
     let lake = rig.lake.read_committed();
     assert_eq!(lake.row_count("shop.t"), changes);
 }
+
+/// SIGTERM while the store stalls every Delta request (each longer than
+/// the client's timeout, retried): the final checkpoint commits, the Delta
+/// commits and the last fold get what is left of `shutdown_timeout`, and
+/// sluice exits 0 within it. The next run, through a healthy store, makes
+/// what was left: every Delta log follows its manifests and the current
+/// table equals the source.
+#[test]
+fn sigterm_under_a_stalling_store_exits_within_shutdown_timeout() {
+    let Some(mut rig) = rig() else {
+        return;
+    };
+    rig.sluice.top_level = "shutdown_timeout = \"6s\"\n".into();
+    rig.sluice.extra = "[current]\nrefresh = \"1s\"\n".into();
+    let mut running = rig.sluice.spawn_run(false);
+    let changes = workload(&rig.db, 0..4, Some((&rig.lake, &mut running)));
+    rig.proxy.set_rules(vec![
+        Rule::every("", "/_delta_log/", 1, Fault::Stall(Duration::from_secs(3))),
+        Rule::every("", "/_current/", 1, Fault::Stall(Duration::from_secs(3))),
+    ]);
+    // Changes whose checkpoint's Delta commits stall (the client retries
+    // each request past its 2 s timeout for minutes).
+    let more = workload(&rig.db, 4..6, None);
+    std::thread::sleep(Duration::from_millis(1500));
+    let asked = Instant::now();
+    let status = running.terminate(Duration::from_secs(30));
+    let took = asked.elapsed();
+    assert!(
+        status.success(),
+        "sluice exited {status}; log:\n{}",
+        running.log_tail(30)
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "SIGTERM took {took:?} with a shutdown_timeout of 6 s; log:\n{}",
+        running.log_tail(30)
+    );
+    let log = running.log_text();
+    assert!(
+        log.contains("left for the next start"),
+        "the last lines say what was left; log:\n{}",
+        tail(&log, 20)
+    );
+    assert!(
+        rig.proxy.hits(Fault::Stall(Duration::from_secs(3))) > 0,
+        "no Delta request met a stall"
+    );
+
+    rig.proxy.pass();
+    rig.sluice.run_until_caught_up_ok();
+    let lake = rig.lake.read();
+    assert_eq!(
+        lake.row_count("shop.t"),
+        changes + more,
+        "change rows in the lake"
+    );
+    let status = rig.sluice.status_json();
+    assert_eq!(status["delta_lag"], serde_json::json!({}), "{status:#}");
+    assert_eq!(
+        status["current_tables"]["shop.t"]["lag_manifests"], 0,
+        "{status:#}"
+    );
+    let expected = rig.db.table_map("SELECT id, v, n FROM shop.t", &[0]);
+    assert_same_table("shop.t", &expected, &lake.replay("shop.t", &[0]));
+}

@@ -738,6 +738,12 @@ pub(super) async fn fold_table(
         .filter(|(p, _)| matches!(base, Base::Copy { .. }) && !removed.contains(p))
         .map(|(_, a)| a)
         .collect();
+    // The vector files those copies name: any other copied vector file
+    // belongs to a copy that was rewritten.
+    let kept_vectors: std::collections::HashSet<String> = kept_copies
+        .iter()
+        .filter_map(|a| dv::descriptor_file(&a["deletionVector"]))
+        .collect();
     for add in kept_copies {
         actions.push(json!({ "add": add }));
     }
@@ -757,11 +763,14 @@ pub(super) async fn fold_table(
         }
         return Err(u.error);
     }
-    // Copies that were rewritten are in no version.
+    // Copies that were rewritten are in no version, nor are their vector
+    // files (no clean-up would ever find them: no version names them).
     for p in &copied {
-        if p.filename()
-            .is_some_and(|n| removed.iter().any(|r| r.as_str() == n))
-        {
+        let unused = p.filename().is_some_and(|n| {
+            removed.iter().any(|r| r.as_str() == n)
+                || (dv::file_seq(n).is_some() && !kept_vectors.contains(n))
+        });
+        if unused {
             let _ = ctx.store.delete(p).await;
         }
     }

@@ -84,7 +84,7 @@ pub struct FoldTable {
 }
 
 impl FoldTable {
-    fn name(&self) -> String {
+    pub fn name(&self) -> String {
         format!("{}.{}", self.db, self.table)
     }
 
@@ -149,9 +149,21 @@ pub struct FoldReport {
     pub read_ms: u64,
     pub apply_ms: u64,
     pub commit_ms: u64,
+    /// `db.table` of the tables whose fold failed (each logged with its
+    /// error): their previous versions stay, the next fold tries again.
+    pub failed: Vec<String>,
 }
 
 impl FoldReport {
+    fn failed(&mut self, table: &str, e: &Error) {
+        if e.is_transient() {
+            tracing::warn!(table, error = %e, "current table fold failed; the previous version stays, the next fold redoes it");
+        } else {
+            tracing::error!(table, error = %e, kind = "definite", "current table fold failed; the previous version stays, the next fold tries again");
+        }
+        self.failed.push(table.to_string());
+    }
+
     fn add(&mut self, o: FoldReport) {
         self.commits += o.commits;
         self.files_added += o.files_added;
@@ -170,6 +182,7 @@ impl FoldReport {
         self.read_ms += o.read_ms;
         self.apply_ms += o.apply_ms;
         self.commit_ms += o.commit_ms;
+        self.failed.extend(o.failed);
     }
 }
 
@@ -313,7 +326,6 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         from = needed;
     };
     report.manifests_read = s1 - from;
-    let mut first_error = None;
     let ctx = Ctx {
         store: store.clone(),
         s1,
@@ -373,32 +385,20 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         };
         match result {
             Ok(r) => report.add(r),
-            Err(e) if e.is_transient() => {
-                tracing::warn!(table = %name, error = %e, "current table fold failed; the previous version stays, the next fold redoes it");
-                first_error.get_or_insert(e);
-            }
-            Err(e) => {
-                tracing::error!(table = %name, error = %e, kind = "definite", "current table fold failed; the previous version stays, the next fold tries again");
-                first_error.get_or_insert(e);
-            }
+            Err(e) => report.failed(&name, &e),
         }
     }
     // Dropped tables (and tables that lost their key) end with an empty version.
     for t in job.tables.iter().filter(|t| t.keyed_at(s1).is_none()) {
         match end_table(&ctx, t).await {
             Ok(r) => report.add(r),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
+            Err(e) => report.failed(&t.name(), &e),
         }
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => {
-            write_mark(store.as_ref(), s1).await;
-            Ok(report)
-        }
+    if report.failed.is_empty() {
+        write_mark(store.as_ref(), s1).await;
     }
+    Ok(report)
 }
 
 /// The changelog files of a planned table after its start, from the folders
