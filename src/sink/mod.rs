@@ -1,6 +1,7 @@
 //! Parquet encoding and the object store the lake lives in.
 
 pub mod changelog_writer;
+pub mod conditional;
 pub mod store_error;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -116,9 +117,23 @@ pub async fn probe_put_if_absent(store: &dyn ObjectStore, url: &str) -> Result<(
              set AWS_CONDITIONAL_PUT=disabled"
         ))
     };
-    let payload = || PutPayload::from_static(b"sluice put-if-absent probe\n");
-    match store.put_opts(&path, payload(), create()).await {
-        Ok(_) => {}
+    // The probe's own name in its body: read back after a lost answer, it
+    // can only be this probe (`conditional`).
+    let body = Bytes::from(format!("sluice put-if-absent probe {path}\n"));
+    let payload = || PutPayload::from(body.clone());
+    match conditional::put_if_absent(store, &path, body.clone()).await {
+        Ok(conditional::Created::Written) => {}
+        Ok(conditional::Created::Taken(_)) => {
+            return Err(Error::Lake(format!(
+                "sink.url `{url}`: the probe object {path}, a fresh name, holds another writer's bytes: something else writes in this lake"
+            )))
+        }
+        Ok(conditional::Created::Unknown(e)) => {
+            return Err(Error::Lake(format!(
+                "sink.url `{url}`: {}",
+                store_error::explain(&e)
+            )))
+        }
         Err(
             e @ (object_store::Error::NotImplemented { .. }
             | object_store::Error::NotSupported { .. }),

@@ -18,11 +18,12 @@
 
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, TableFilter};
 use crate::error::{Error, Result};
+use crate::sink::conditional::{put_if_absent, Created};
 
 pub const REQUEST_DIR: &str = "_sluice/requests";
 
@@ -79,14 +80,15 @@ pub async fn put(store: &dyn ObjectStore, request: &SnapshotRequest) -> Result<S
         "{stamp}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
-    let opts = PutOptions {
-        mode: PutMode::Create,
-        ..Default::default()
-    };
-    store
-        .put_opts(&request_path(&id), PutPayload::from(body), opts)
-        .await?;
-    Ok(id)
+    // A lost answer resent meets this very request: the store layer reads
+    // it back (`sink::conditional`); its random id keeps any other out.
+    match put_if_absent(store, &request_path(&id), body.into()).await? {
+        Created::Written => Ok(id),
+        Created::Taken(_) => Err(Error::Request(format!(
+            "the request name {id} is taken by another request; ask again"
+        ))),
+        Created::Unknown(e) => Err(e.into()),
+    }
 }
 
 /// A request object as listed: its id, and the request or why it cannot be
@@ -155,6 +157,7 @@ pub async fn request(config: &Config, tables: &[String], replace: bool) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use object_store::PutPayload;
     use std::sync::Arc;
 
     #[test]

@@ -12,11 +12,12 @@ use arrow::datatypes::{DataType, Field, Fields, Schema};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde_json::{json, Value};
 
 use super::tombstones;
 use crate::error::{Error, Result};
+use crate::sink::conditional::{put_if_absent, Created};
 
 pub const LOG_DIR: &str = "_delta_log";
 /// The `appId` of sluice's `txn` actions; their `version` is the manifest seq.
@@ -530,42 +531,15 @@ pub async fn put_commit(
         body.push_str(&a.to_string());
         body.push('\n');
     }
-    let opts = PutOptions {
-        mode: PutMode::Create,
-        ..Default::default()
-    };
     let path = commit_path(table, version);
-    let answer = store
-        .put_opts(&path, PutPayload::from(body.clone()), opts)
-        .await;
-    let failed = match answer {
-        Ok(_) => return Ok(Put::Written),
-        Err(e) => e,
-    };
-    let exists = matches!(failed, object_store::Error::AlreadyExists { .. });
-    let read_back = match store.get(&path).await {
-        Ok(got) => got.bytes().await.map(Some),
-        Err(object_store::Error::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e),
-    };
-    match read_back {
-        Ok(Some(found)) if found.as_ref() == body.as_bytes() => {
-            if !exists {
-                tracing::info!(%table, version, error = %failed, "the Delta commit got no answer, but the version holds it: committed");
-            }
-            Ok(Put::Written)
+    match put_if_absent(store, &path, Bytes::from(body)).await {
+        Ok(Created::Written) => Ok(Put::Written),
+        Ok(Created::Taken(_)) => Ok(Put::Taken),
+        Ok(Created::Unknown(e)) => {
+            tracing::warn!(%table, version, error = %e, "the Delta commit got no answer and the version cannot be read back: it may have landed");
+            Ok(Put::Unknown(e.into()))
         }
-        Ok(Some(_)) => Ok(Put::Taken),
-        // Not there: the put did not happen (a definite failure).
-        Ok(None) if !exists => Err(failed.into()),
-        Ok(None) => Ok(Put::Unknown(unreadable(
-            table,
-            format!("version {version} exists for the store but cannot be read"),
-        ))),
-        Err(read) => {
-            tracing::warn!(%table, version, error = %failed, read_back = %read, "the Delta commit got no answer and the version cannot be read back: it may have landed");
-            Ok(Put::Unknown(failed.into()))
-        }
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -325,7 +325,7 @@ fn a_fold_whose_commit_answer_is_lost_reads_the_log_back() {
     running.kill();
     let log = running.log_text();
     assert!(
-        log.contains("the Delta commit got no answer, but the version holds it: committed"),
+        log.contains("a put-if-absent got no answer, but the object holds it: written"),
         "no fold commit was read back as its own; log:\n{}",
         tail(&log, 40)
     );

@@ -476,3 +476,111 @@ fn sigterm_under_a_stalling_store_exits_within_shutdown_timeout() {
     let expected = rig.db.table_map("SELECT id, v, n FROM shop.t", &[0]);
     assert_same_table("shop.t", &expected, &lake.replay("shop.t", &[0]));
 }
+
+/// Issue 47: for every kind of object sluice writes put-if-absent (the
+/// start-up probe, `sluice check`'s probe, manifests, Delta commits of the
+/// changelog and current tables, snapshot requests), the store acts on the
+/// first write of that kind and its answer is lost; object_store sends the
+/// request again and meets "already exists". Each time sluice reads the
+/// object back, finds its own bytes and goes on: no "another writer", every
+/// command exits 0, nothing is committed twice or lost, and no Delta log is
+/// behind.
+#[test]
+fn a_lost_answer_to_any_put_if_absent_is_taken_for_the_own_write() {
+    let Some(rig) = rig() else { return };
+    let drop_first = |path: &'static str| Rule::every("PUT", path, 1, Fault::Drop).limit(1);
+    // `sluice check` alone: its probe's answer is lost.
+    rig.proxy.set_rules(vec![drop_first("/_sluice/probe-")]);
+    let out = rig.sluice.run_args(&["check"], &[]);
+    assert!(
+        out.status.success(),
+        "check: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        rig.proxy.hits(Fault::Drop),
+        1,
+        "the probe's answer was not lost"
+    );
+
+    rig.proxy.set_rules(vec![
+        drop_first("/_sluice/probe-"),
+        drop_first(MANIFESTS),
+        drop_first("/shop/t/_delta_log/"),
+        drop_first("/_current/shop/t/_delta_log/"),
+    ]);
+    let changes = workload(&rig.db, 0..6, None);
+    let out = rig.sluice.run_until_caught_up();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "run: {}", tail(&log, 30));
+    assert_eq!(
+        rig.proxy.hits(Fault::Drop),
+        1 + 4,
+        "every kind lost one answer: {}",
+        tail(&log, 30)
+    );
+    assert!(
+        !regex::Regex::new(r"(?i)fenced|another writer|something else writes")
+            .unwrap()
+            .is_match(&log),
+        "sluice took its own write for another writer's: {}",
+        tail(&log, 30)
+    );
+
+    // `sluice snapshot` writes its request put-if-absent too.
+    rig.proxy.set_rules(vec![drop_first("/_sluice/requests/")]);
+    let out = rig.sluice.run_args(&["snapshot"], &["shop.t"]);
+    assert!(
+        out.status.success(),
+        "snapshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        rig.proxy.hits(Fault::Drop),
+        5 + 1,
+        "the request's answer was not lost"
+    );
+    rig.proxy.pass();
+    rig.sluice.run_until_caught_up_ok();
+    let at_snapshot: u64 = rig
+        .db
+        .query_value("SELECT COUNT(*) FROM shop.t")
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    // A kill -9 right after a lost answer to a manifest write: the next
+    // start finds the manifest in the lake, or re-reads its changes.
+    rig.proxy.set_rules(vec![drop_first(MANIFESTS)]);
+    let more = workload(&rig.db, 6..9, None);
+    let mut running = rig.sluice.spawn_run(false);
+    let lost = wait_until(Duration::from_secs(30), || rig.proxy.hits(Fault::Drop) >= 7);
+    running.kill();
+    assert!(
+        lost,
+        "no manifest answer was lost: {}",
+        running.log_tail(20)
+    );
+    rig.proxy.pass();
+    rig.sluice.run_until_caught_up_ok();
+
+    let lake = rig.lake.read();
+    let snapshot_rows = lake
+        .rows("shop.t")
+        .iter()
+        .filter(|r| r.op == "snapshot")
+        .count() as u64;
+    let live = rig.db.table_map("SELECT id, v, n FROM shop.t", &[0]);
+    assert_eq!(
+        snapshot_rows, at_snapshot,
+        "the requested snapshot read every row once"
+    );
+    assert_eq!(
+        lake.row_count("shop.t"),
+        changes + more + snapshot_rows,
+        "change rows in the lake"
+    );
+    assert_same_table("shop.t", &live, &lake.replay("shop.t", &[0]));
+    let status = rig.sluice.status_json();
+    assert_eq!(status["delta_lag"], serde_json::json!({}), "{status:#}");
+}
