@@ -183,7 +183,7 @@ pub struct TableLogs {
 
 /// The first wait after a table's Delta commit failed, and the longest.
 const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
-const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(300);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 /// The key of a whole repair's wait in `TableLogs::retry`.
 const REPAIR_KEY: &str = "";
 

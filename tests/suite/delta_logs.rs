@@ -451,7 +451,7 @@ fn a_table_whose_delta_commits_fail_shows_its_lag_and_catches_up() {
 
     proxy.pass();
     db.sql("INSERT INTO shop.bad VALUES (4, 4);");
-    let caught_up = wait_until(Duration::from_secs(30), || {
+    let caught_up = wait_until(Duration::from_secs(60), || {
         delta_lag_metric(port, "shop.bad") == Some(0.0)
             && get(port, "/readyz").is_some_and(|(s, _)| s == 200)
     });
