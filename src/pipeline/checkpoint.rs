@@ -379,6 +379,30 @@ impl Pipeline<'_> {
         }
     }
 
+    /// An idle stream makes no checkpoint: the lagging Delta logs whose wait
+    /// has run out are tried here, from the tick. A failure is logged like a
+    /// checkpoint's (per table, by `TableLogs`).
+    pub(super) async fn retry_lagging_logs(&mut self) {
+        let tables = self.tables.lagging_tables();
+        let schemas = match SchemaVersions::load(self.tracker.history(), tables) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "could not read the schema versions of the lagging Delta logs");
+                return;
+            }
+        };
+        let store = self.lake.store.clone();
+        if let Err(e) = self
+            .tables
+            .retry_lagging(store.as_ref(), &self.lake, &schemas)
+            .await
+        {
+            self.metrics.error(&e);
+            warn!(error = %e, kind = %e.kind(), "a lagging Delta log could not catch up; it is tried again after its wait");
+        }
+        self.metrics.set_delta_lags(&self.tables.lags());
+    }
+
     /// The Delta commits of the manifest just committed. A failure does not
     /// stop the stream (the manifest is the commit of record): the next
     /// checkpoint, or the next start, makes what is missing.

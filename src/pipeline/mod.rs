@@ -530,6 +530,9 @@ impl Pipeline<'_> {
                         self.checkpoint().await?;
                         waiting_since = Instant::now();
                     }
+                    if !self.in_tx && self.tables.behind && self.deadline.is_none() && self.tables.retry_due() {
+                        self.retry_lagging_logs().await;
+                    }
                     if self.current.behind() {
                         self.current.after_commit(&self.lake.store, self.committed.as_ref(), self.tracker.history());
                     }

@@ -590,18 +590,50 @@ impl TableLogs {
         m: &Manifest,
         schemas: &SchemaVersions,
     ) -> Result<usize> {
-        let mut made = 0;
         let mut failed = Vec::new();
+        let mut made = self
+            .catch_up(store, lake, Some(m), schemas, &mut failed)
+            .await;
+        for (key, t) in by_table(m) {
+            if self.lag.lags(&key) {
+                // Its earlier manifests come first: this one waits with them.
+                self.lag.missed_after(&t.dir, (m.seq, &m.committed_at));
+                continue;
+            }
+            match self.commit_table(store, m, &t, schemas).await {
+                Ok(done) => made += usize::from(done),
+                Err(e) => {
+                    self.back_off(&key);
+                    failed.push((t.files[0].table.clone(), e));
+                }
+            }
+        }
+        self.behind = !self.lag.missing().is_empty();
+        first_failure(m.seq, failed).map_or(Ok(made), Err)
+    }
+
+    /// The lagging tables whose wait has run out make their missing commits,
+    /// in manifest order, each stopping at its first failure (which doubles
+    /// its wait). `m` is the manifest just committed, if any (read from
+    /// memory, not the store). Returns the commits made.
+    async fn catch_up(
+        &mut self,
+        store: &dyn ObjectStore,
+        lake: &crate::commit::Lake,
+        m: Option<&Manifest>,
+        schemas: &SchemaVersions,
+        failed: &mut Vec<(String, Error)>,
+    ) -> usize {
+        let mut made = 0;
         let now = std::time::Instant::now();
         for (dir, table, seqs) in self.lag.missing() {
             if self.retry.get(&dir).is_some_and(|(at, _)| *at > now) {
                 continue;
             }
             for seq in seqs {
-                let read = if seq == m.seq {
-                    Ok(m.clone())
-                } else {
-                    lake.read_manifest(seq).await
+                let read = match m {
+                    Some(m) if m.seq == seq => Ok(m.clone()),
+                    _ => lake.read_manifest(seq).await,
                 };
                 let older = match read {
                     Ok(older) => older,
@@ -628,22 +660,33 @@ impl TableLogs {
                 self.retry.remove(&dir);
             }
         }
-        for (key, t) in by_table(m) {
-            if self.lag.lags(&key) {
-                // Its earlier manifests come first: this one waits with them.
-                self.lag.missed_after(&t.dir, (m.seq, &m.committed_at));
-                continue;
-            }
-            match self.commit_table(store, m, &t, schemas).await {
-                Ok(done) => made += usize::from(done),
-                Err(e) => {
-                    self.back_off(&key);
-                    failed.push((t.files[0].table.clone(), e));
-                }
-            }
-        }
+        made
+    }
+
+    /// Whether some lagging table's wait has run out (an idle stream makes
+    /// no checkpoint to try it at: the tick calls [`Self::retry_lagging`]).
+    pub fn retry_due(&self) -> bool {
+        let now = std::time::Instant::now();
+        self.lag
+            .missing()
+            .iter()
+            .any(|(dir, _, _)| self.retry.get(dir).is_none_or(|(at, _)| *at <= now))
+    }
+
+    /// Tries the lagging tables whose wait has run out, between checkpoints.
+    pub async fn retry_lagging(
+        &mut self,
+        store: &dyn ObjectStore,
+        lake: &crate::commit::Lake,
+        schemas: &SchemaVersions,
+    ) -> Result<usize> {
+        let mut failed = Vec::new();
+        let made = self.catch_up(store, lake, None, schemas, &mut failed).await;
         self.behind = !self.lag.missing().is_empty();
-        first_failure(m.seq, failed).map_or(Ok(made), Err)
+        match failed.into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(made),
+        }
     }
 
     /// The table folder `dir` failed again: its next try waits twice as long.
