@@ -46,7 +46,11 @@
 #                            minute (BENCHMARKS.md, "The lake as tables"),
 #                            sluice_hash for sluice with `hash` on two columns of
 #                            bench.wide, name and body (BENCHMARKS.md, "Column
-#                            policies")
+#                            policies"), sluice_onefail for sluice with the Delta
+#                            log of sbtest.sbtest1 unwritable (a regular file named
+#                            _delta_log in its folder: every commit of that table
+#                            fails; exit 3 is expected; BENCHMARKS.md, "One table
+#                            whose Delta log cannot be written")
 #   PROFILE=1                one more sluice run under `perf record`; top symbols
 #                            into benches/results/profile.txt
 #   QUIET_TIMEOUT=120        before each timed run, wait up to this many seconds for
@@ -397,7 +401,7 @@ scrape() {
     done
 }
 
-run_sluice() { # run [http|bare|delta|fold2s]
+run_sluice() { # run [http|bare|delta|fold2s|hash|onefail]
     local tool="sluice" dir="$tmp/sluice.$1" scraper="" http_port no_delta=""
     rm -rf "$dir"
     sluice_config "$dir"
@@ -414,6 +418,14 @@ run_sluice() { # run [http|bare|delta|fold2s]
         tool="sluice_fold2s"
         printf '\n[current]\nrefresh = "2s"\n' >>"$dir/sluice.toml"
     fi
+    local expect_rc=0
+    if [ "${2:-}" = onefail ]; then
+        tool="sluice_onefail"
+        mkdir -p "$dir/lake/sbtest/sbtest1"
+        : >"$dir/lake/sbtest/sbtest1/_delta_log"
+        # The run ends with that table's Delta log behind: exit 3.
+        expect_rc=3
+    fi
     if [ "${2:-}" = http ]; then
         tool="sluice_http"
         http_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
@@ -423,6 +435,7 @@ run_sluice() { # run [http|bare|delta|fold2s]
     fi
     timed "$tool" "$1" /dev/null env SLUICE_SOURCE_PASSWORD="$DB_PASS" \
         ${no_delta:+SLUICE_BENCH_NO_DELTA=1} \
+        bash -c '"$@"; rc=$?; [ "$rc" -eq '"$expect_rc"' ] && exit 0; exit "$rc"' run \
         "$SLUICE" run --config "$dir/sluice.toml" --until-caught-up
     if [ -n "$scraper" ]; then
         kill "$scraper" 2>/dev/null || true
@@ -475,6 +488,7 @@ for i in $(seq 1 "$RUNS"); do
     wants sluice_delta && run_sluice "$i" delta
     wants sluice_fold2s && run_sluice "$i" fold2s
     wants sluice_hash && run_sluice "$i" hash
+    wants sluice_onefail && run_sluice "$i" onefail
 done
 
 if [ "$PROFILE" = 1 ] && wants sluice && ! command -v perf >/dev/null 2>&1; then

@@ -15,7 +15,7 @@ import statistics
 import sys
 
 ORDER = ["raw", "cdecode", "python", "zongji", "sluice_bare", "sluice_delta", "sluice", "sluice_http",
-         "sluice_fold2s"]
+         "sluice_fold2s", "sluice_hash", "sluice_onefail"]
 
 
 def main():
@@ -45,6 +45,9 @@ def main():
         "sluice_delta": ("sluice, Delta commits, no current tables",
                          "[current] enabled = false"),
         "sluice_fold2s": ("sluice, folds every 2 s", "[current] refresh = \"2s\""),
+        "sluice_hash": ("sluice, `hash` on bench.wide name and body", "[[columns]] action = \"hash\""),
+        "sluice_onefail": ("sluice, one table's Delta log unwritable",
+                           "every Delta commit of sbtest.sbtest1 fails; exit 3"),
     }
 
     stats = {}

@@ -86,6 +86,28 @@ pub struct Manifest {
     /// keys as HMACs only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub erasures: Vec<serde_json::Value>,
+    /// The newest earlier manifest with files or DDL: those between have
+    /// neither, so a reader of changes skips them ([`Lake::changes_after`]).
+    /// Absent in a lake's first manifest and in earlier releases'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_change: Option<u64>,
+}
+
+impl Manifest {
+    /// Whether it adds files or records DDL.
+    pub fn has_changes(&self) -> bool {
+        !self.files.is_empty() || !self.ddl.is_empty()
+    }
+
+    /// The `last_change` of the manifest after this one.
+    pub fn last_change_after(&self) -> u64 {
+        match self.last_change {
+            Some(seq) if !self.has_changes() => seq,
+            // Changes here, or an idle manifest that does not say what came
+            // before it (read from it on).
+            _ => self.seq,
+        }
+    }
 }
 
 /// A prepared XA transaction whose outcome the stream has not reached yet.
@@ -283,6 +305,58 @@ impl Lake {
             )));
         }
         Ok(m)
+    }
+
+    /// The manifests after `after` up to `newest` (itself included) that may
+    /// have files or DDL, oldest first: it follows `last_change` back from
+    /// `newest`, so an idle spell costs no read, and reads one by one where
+    /// a manifest does not say (an earlier release's). Manifests below the
+    /// retention floor are gone and none is read; a hole (a retention round
+    /// a crash ended, a lake copied from another) is skipped. Also returns
+    /// how many manifests it read.
+    pub async fn changes_after(
+        &self,
+        after: u64,
+        newest: &Manifest,
+    ) -> Result<(Vec<Manifest>, u64)> {
+        let after = after.max(self.manifest_floor().await?.saturating_sub(1));
+        let mut out = Vec::new();
+        let mut reads = 0;
+        if newest.seq <= after {
+            return Ok((out, reads));
+        }
+        out.push(newest.clone());
+        // The oldest manifest read so far, and what it says came before it;
+        // below `unknown` nothing is said (one by one from there down).
+        let (mut oldest, mut link) = (newest.seq, newest.last_change);
+        let unknown = loop {
+            match link {
+                Some(seq) if seq <= after => break after + 1,
+                Some(seq) if seq < oldest => match self.read_manifest(seq).await {
+                    Ok(m) => {
+                        reads += 1;
+                        (oldest, link) = (m.seq, m.last_change);
+                        if m.has_changes() {
+                            out.push(m);
+                        }
+                    }
+                    Err(Error::Store(object_store::Error::NotFound { .. })) => break seq,
+                    Err(e) => return Err(e),
+                },
+                _ => break oldest,
+            }
+        };
+        for seq in (after + 1..unknown).rev() {
+            reads += 1;
+            match self.read_manifest(seq).await {
+                Ok(m) if m.has_changes() => out.push(m),
+                Ok(_) => {}
+                Err(Error::Store(object_store::Error::NotFound { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        out.reverse();
+        Ok((out, reads))
     }
 
     /// Whether manifest `seq` is in the lake and another writer's than `writer`.
@@ -670,6 +744,7 @@ mod tests {
             erasures: Vec::new(),
             zero_dates: 0,
             types: TYPES,
+            last_change: None,
         }
     }
 
@@ -712,6 +787,74 @@ mod tests {
             vec!["shop/t/part-00000000000000000001-00000-cd.parquet"],
             "checkpoint 2 may still be committed by a live writer"
         );
+    }
+
+    /// `changes_after` returns exactly the manifests with files or DDL after
+    /// a seq (and the newest), whatever mix of linked manifests, manifests
+    /// of an earlier release (no link) and holes the lake has, and reads
+    /// only those plus the unlinked ones.
+    #[tokio::test]
+    async fn changes_after_skips_idle_spells_and_finds_every_change() {
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = std::env::var("SLUICE_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x1d1e);
+        for case in 0..40u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ case);
+            let dir = tempfile::tempdir().unwrap();
+            let lake = Lake::new(crate::sink::open_local(dir.path()).unwrap());
+            let n: u64 = rng.gen_range(1..120);
+            // The first `old` manifests are an earlier release's: no link.
+            let old: u64 = rng.gen_range(0..=n.min(10));
+            let mut written: Vec<Manifest> = Vec::new();
+            for seq in 1..=n {
+                let mut m = manifest(seq, "ab");
+                match rng.gen_range(0..10) {
+                    0 => m.ddl = vec![serde_json::json!({"sql": "DROP TABLE t"})],
+                    1 | 2 => {}
+                    _ => m.files.clear(),
+                }
+                if seq > old {
+                    m.last_change = written.last().map(Manifest::last_change_after);
+                }
+                let body = serde_json::to_vec(&m).unwrap();
+                lake.store
+                    .put(&manifest_path(seq), body.into())
+                    .await
+                    .unwrap();
+                written.push(m);
+            }
+            // Holes: a crashed retention round, a lake copied from another.
+            let mut gone = std::collections::BTreeSet::new();
+            for _ in 0..rng.gen_range(0..3) {
+                let seq = rng.gen_range(1..=n);
+                if seq < n && gone.insert(seq) {
+                    lake.store.delete(&manifest_path(seq)).await.unwrap();
+                }
+            }
+            let newest = written.last().unwrap();
+            let after = rng.gen_range(0..=n);
+            let (found, reads) = lake.changes_after(after, newest).await.unwrap();
+            let want: Vec<u64> = written
+                .iter()
+                .filter(|m| m.seq > after && !gone.contains(&m.seq))
+                .filter(|m| m.has_changes() || m.seq == n)
+                .map(|m| m.seq)
+                .collect();
+            let got: Vec<u64> = found.iter().map(|m| m.seq).collect();
+            assert_eq!(
+                got, want,
+                "seed {seed} case {case}: n={n} old={old} after={after} gone={gone:?}"
+            );
+            // A hole in the chain is read past one by one.
+            let changed = want.len() as u64;
+            let bound = changed + old.saturating_sub(after);
+            assert!(
+                !gone.is_empty() || reads <= bound,
+                "seed {seed} case {case}: {reads} reads for {changed} changed manifests (n={n} old={old} after={after})"
+            );
+        }
     }
 
     /// A manifest write whose answer is lost, and whose read back fails too,

@@ -207,6 +207,7 @@ impl Pipeline<'_> {
             xa_prepared: self.prepared.values().cloned().collect(),
             zero_dates: self.committed.as_ref().map_or(0, |m| m.zero_dates) + self.stats.zero_dates,
             types: commit::TYPES,
+            last_change: self.committed.as_ref().map(Manifest::last_change_after),
         };
         // The schema versions of this checkpoint become durable with it:
         // their objects are written first and named after its seq.

@@ -203,23 +203,13 @@ pub async fn lake_lags(lake: &Lake, newest: &Manifest) -> Result<BTreeMap<String
     let Some(from) = behind.values().map(|(_, a)| a + 1).min() else {
         return Ok(out);
     };
-    // Manifests below the retention floor are gone: none is read.
-    let from = from.max(lake.manifest_floor().await?);
-    for seq in from..=newest.seq {
-        let m = if seq == newest.seq {
-            newest.clone()
-        } else {
-            match lake.read_manifest(seq).await {
-                Ok(m) => m,
-                Err(Error::Store(object_store::Error::NotFound { .. })) => continue,
-                Err(e) => return Err(e),
-            }
-        };
+    // Idle manifests, and those below the retention floor, are not read.
+    for m in lake.changes_after(from - 1, newest).await?.0 {
         for key in by_table(&m).keys() {
             let Some((name, applied)) = behind.get(key) else {
                 continue;
             };
-            if *applied >= seq {
+            if *applied >= m.seq {
                 continue;
             }
             out.entry(name.clone())

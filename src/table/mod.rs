@@ -795,24 +795,11 @@ impl TableLogs {
         // A table whose commit fails is skipped from then on (its later
         // manifests count in its lag); the others go on.
         let mut stuck: BTreeSet<String> = BTreeSet::new();
-        // Manifests below the retention floor are gone (retention keeps
-        // every one a lagging log needs): none is read.
-        let from = from.max(lake.manifest_floor().await?);
-        for seq in from..=newest.seq {
-            let m = if seq == newest.seq {
-                newest.clone()
-            } else {
-                match lake.read_manifest(seq).await {
-                    Ok(m) => m,
-                    // Manifests before the lake's first (a lake may be started
-                    // by copying from another, or a retention round that a
-                    // crash ended left holes) are skipped.
-                    Err(Error::Store(object_store::Error::NotFound { .. })) => continue,
-                    Err(e) => return Err(e),
-                }
-            };
+        // Idle manifests, and those below the retention floor (retention
+        // keeps every one a lagging log needs), are not read.
+        for m in lake.changes_after(from - 1, newest).await?.0 {
             for (key, t) in by_table(&m) {
-                if lagging.get(&key).is_none_or(|applied| *applied >= seq) {
+                if lagging.get(&key).is_none_or(|applied| *applied >= m.seq) {
                     continue;
                 }
                 if stuck.contains(&key) {
@@ -850,7 +837,6 @@ fn first_failure(seq: u64, failed: Vec<(String, Error)>) -> Option<Error> {
     failed.into_iter().next().map(|(_, e)| e)
 }
 
-/// Rewrites the checkpoint of `version` from the log.
 /// The `commitInfo` action of a commit sluice writes: an append (the
 /// changelog) or an overwrite (a rewrite, a fold), with sluice's own facts.
 pub(crate) fn commit_info(

@@ -7,7 +7,7 @@
 //! the source. A kill in the middle of a compaction loses nothing, doubles
 //! nothing and leaves no orphan after the next start.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -149,32 +149,47 @@ fn assert_no_compacted_orphans(table_dir: &Path) {
     }
 }
 
-/// Reads every version with deltalake, Polars and DuckDB
-/// (tests/delta_versions.py): the readers agree on each, and a compaction's
-/// version holds the rows of the version before it.
 /// Reads every version that the log still has with every reader
 /// (tests/delta_versions.py): they agree on each. Returns how many.
 pub(crate) fn read_every_version(table_dir: &Path) -> usize {
     assert_versions_read_alike(table_dir, &[])
 }
 
-fn assert_versions_read_alike(table_dir: &Path, compactions: &[u64]) -> usize {
+/// The versions of a table that every reader read alike (its columns
+/// `_seq,_op,id,v,pad`), with deltalake's rows of each, and the versions
+/// that named a file no longer there (only with `gone_ok`).
+pub(crate) struct Versions {
+    pub rows: BTreeMap<u64, Vec<Vec<Option<String>>>>,
+    pub gone: Vec<u64>,
+}
+
+/// Reads every version that the log still has with every reader
+/// (tests/delta_versions.py) and asserts that they agree on each; with
+/// `gone_ok`, a version that names a deleted file (a VACUUM at a retention
+/// of seconds) is listed instead of failing.
+pub(crate) fn versions_read_alike(table_dir: &Path, gone_ok: bool) -> Versions {
     ensure_readers();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delta_versions.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(table_dir)
-        .arg("_seq,_op,id,v,pad")
-        .output()
-        .expect("run tests/delta_versions.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(script).arg(table_dir).arg("_seq,_op,id,v,pad");
+    if gone_ok {
+        cmd.arg("--gone-ok");
+    }
+    let out = cmd.output().expect("run tests/delta_versions.py");
     assert!(
         out.status.success(),
         "reading the versions of {table_dir:?} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let versions = v["versions"].as_object().unwrap();
-    for (version, seen) in versions {
+    let mut read = Versions {
+        rows: BTreeMap::new(),
+        gone: v["gone"]
+            .as_object()
+            .map(|g| g.keys().map(|k| k.parse().unwrap()).collect())
+            .unwrap_or_default(),
+    };
+    for (version, seen) in v["versions"].as_object().unwrap() {
         let rows = seen["rows"].as_object().unwrap();
         // deltalake, Polars, DuckDB, and Spark where Sail can travel to the
         // version (tests/delta_versions.py).
@@ -189,14 +204,25 @@ fn assert_versions_read_alike(table_dir: &Path, compactions: &[u64]) -> usize {
                 "version {version}: {reader} vs deltalake"
             );
         }
+        read.rows.insert(
+            version.parse().unwrap(),
+            serde_json::from_value(rows["deltalake"].clone()).unwrap(),
+        );
     }
+    read
+}
+
+/// [`versions_read_alike`], and a compaction's version holds the rows of
+/// the version before it. Returns how many versions were read.
+fn assert_versions_read_alike(table_dir: &Path, compactions: &[u64]) -> usize {
+    let read = versions_read_alike(table_dir, false);
     for c in compactions {
-        let before = &versions[&(c - 1).to_string()]["rows"]["deltalake"];
-        let after = &versions[&c.to_string()]["rows"]["deltalake"];
+        let before = &read.rows[&(c - 1)];
+        let after = &read.rows[c];
         assert_eq!(before, after, "compaction version {c} changed the rows");
-        assert!(!after.as_array().unwrap().is_empty());
+        assert!(!after.is_empty());
     }
-    versions.len()
+    read.rows.len()
 }
 
 /// A server with `shop.t`, and a sidecar checkpointing every 200 ms that

@@ -591,7 +591,7 @@ fn random_changes_fold(vectors: &str) {
         let committed = manifest_paths(lake.path()).len() as u64 - manifests_before;
         let read = fold_figures(&out.stderr, "manifests_read");
         assert!(
-            (1..=committed).contains(&read) || round == 0,
+            read <= committed || round == 0,
             "round {round}: the fold read {read} manifests, this run committed {committed}"
         );
         let source = source_rows(&db, "rnd", &cols);

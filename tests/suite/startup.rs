@@ -50,12 +50,14 @@ fn insert(db: &MariaDb, from: i32, to: i32) {
 
 /// Makes the lake `copies` idle checkpoints older: copies of manifest
 /// `first` without files after it, as a sidecar writes when only other
-/// databases change, with the folds caught up with them. Returns the newest.
+/// databases change (each naming `first` as the last with changes), with
+/// the folds caught up with them. Returns the newest.
 fn age_lake(lake: &TestLake, first: u64, copies: u64) -> u64 {
     let mut idle: Value =
         serde_json::from_str(&lake.manifest_text(first).expect("the manifest")).unwrap();
     idle["files"] = Value::Array(vec![]);
     idle["ddl"] = Value::Array(vec![]);
+    idle["last_change"] = first.into();
     let newest = first + copies;
     let mut batch = Vec::new();
     for seq in first + 1..=newest {
@@ -134,6 +136,27 @@ fn start_up_resumes_from_the_true_newest_of_many_manifests_with_few_requests() {
     assert_eq!((seq, by.as_str()), (after, "Probe"));
     assert!(newest(&sluice) > after);
     assert_eq!(sluice.status_json()["tables"]["shop.t"], 40);
+
+    // A fold after a long idle spell (the current tables' last fold, or
+    // the last complete one, far behind) reads the manifests with changes,
+    // not the idle ones between: each manifest names the last one with
+    // changes.
+    let aged = age_lake(&lake, newest(&sluice), COPIES);
+    lake.delete_objects(&["_current/_folded.json".to_string()]);
+    insert(&db, 41, 50);
+    let out = sluice.run_until_caught_up_ok();
+    assert!(newest(&sluice) > aged);
+    let read = crate::current::fold_figures(&out.stderr, "manifests_read");
+    assert!(
+        read <= 2,
+        "the fold read {read} manifests over an idle spell of {COPIES}"
+    );
+    let rows = crate::current::current_rows(
+        &lake.local_root().join("_current/shop/t"),
+        &["id", "v"],
+        None,
+    );
+    assert_eq!(rows.len(), 50, "the current table holds every row");
 }
 
 /// The median of three timed runs of `f`.

@@ -206,11 +206,14 @@ const FOLD_TRIES: u32 = 4;
 struct Changes {
     /// The files of each table, with the seq of the manifest that lists them.
     files: HashMap<String, Vec<(u64, DataFile)>>,
-    /// The cursor's `next_seq` of each manifest read: its rows are below it
-    /// and at or above the previous manifest's.
+    /// The cursor's `next_seq` of each manifest with changes: its rows are
+    /// below it and at or above the previous such manifest's (an idle
+    /// manifest between has no rows).
     next_seqs: std::collections::BTreeMap<u64, i64>,
     /// RENAME TABLE, by `db.table`, in stream order.
     renames: Vec<RenameEvent>,
+    /// The manifests read to find them.
+    reads: u64,
 }
 
 /// Where the fold of a table begins.
@@ -325,7 +328,7 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         }
         from = needed;
     };
-    report.manifests_read = s1 - from;
+    report.manifests_read = changes.reads;
     let ctx = Ctx {
         store: store.clone(),
         s1,
@@ -502,19 +505,11 @@ async fn read_changes(
 ) -> Result<Changes> {
     let lake = Lake::new(store.clone());
     let mut out = Changes::default();
-    // Manifests below the retention floor are gone (retention keeps those
-    // after the last complete fold): none is read.
-    let first = (from + 1).max(lake.manifest_floor().await?);
-    for seq in first..=target.seq {
-        let m = if seq == target.seq {
-            target.clone()
-        } else {
-            match lake.read_manifest(seq).await {
-                Ok(m) => m,
-                Err(Error::Store(object_store::Error::NotFound { .. })) => continue,
-                Err(e) => return Err(e),
-            }
-        };
+    // Idle manifests (no files, no DDL) are not read: an idle spell costs
+    // the fold nothing. Retention keeps those after the last complete fold.
+    let (manifests, reads) = lake.changes_after(from, target).await?;
+    out.reads = reads;
+    for m in manifests {
         out.next_seqs.insert(m.seq, m.cursor.next_seq);
         for f in m.files {
             let Some((db, table)) = super::table_names(&super::table_dir(&f)) else {
