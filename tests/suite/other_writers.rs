@@ -326,7 +326,10 @@ fn race(seed: u64, seconds: u32, retention: Option<&str>) {
             let read = crate::compaction::versions_read_alike(dir, true);
             let latest = delta_commits(dir).last().map(|(v, _)| *v).unwrap();
             for v in latest.saturating_sub(2)..=latest {
-                assert!(!read.gone.contains(&v), "{dir:?}: version {v} does not read");
+                assert!(
+                    !read.gone.contains(&v),
+                    "{dir:?}: version {v} does not read"
+                );
             }
             for (v, rows) in &read.rows {
                 if keyed {
