@@ -121,11 +121,15 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
             "delta_versions": delta,
             "delta_lag": delta_lag
                 .iter()
-                .map(|(t, l)| (t.clone(), json!({
-                    "manifests": l.manifests,
-                    "since": l.since,
-                    "seconds": l.seconds(now.timestamp_millis()),
-                })))
+                .map(|(t, l)| (t.clone(), match l.since.is_empty() {
+                    // A log that cannot be read: what it lacks is not known.
+                    true => json!({"error": l.error}),
+                    false => json!({
+                        "manifests": l.manifests,
+                        "since": l.since,
+                        "seconds": l.seconds(now.timestamp_millis()),
+                    }),
+                }))
                 .collect::<serde_json::Map<_, _>>(),
             "current_tables": current,
             "zero_dates": manifest.as_ref().map_or(0, |m| m.zero_dates),
@@ -254,6 +258,10 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         );
         let width = delta_lag.keys().map(|k| k.len()).max().unwrap_or(0);
         for (table, l) in &delta_lag {
+            if l.since.is_empty() {
+                out.push_str(&format!("  {table:<width$}  log unreadable: {}\n", l.error));
+                continue;
+            }
             out.push_str(&format!(
                 "  {table:<width$}  {} manifests missing, since {} ({} s)\n",
                 l.manifests,
@@ -266,6 +274,10 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         out.push_str("current-state tables (manifest seq reflected, lag):\n");
         let width = current.keys().map(|k| k.len()).max().unwrap_or(0);
         for (table, c) in &current {
+            if !c.error.is_empty() {
+                out.push_str(&format!("  {table:<width$}  log unreadable: {}\n", c.error));
+                continue;
+            }
             let lag = match c.lag_manifests {
                 0 => "current".to_string(),
                 n => format!("{n} manifests behind, {} s", c.lag_seconds),

@@ -186,11 +186,28 @@ pub async fn lake_lags(lake: &Lake, newest: &Manifest) -> Result<BTreeMap<String
     let store = lake.store.as_ref();
     // Table folder → (db.table, the last manifest seq its log holds).
     let mut behind: BTreeMap<String, (String, u64)> = BTreeMap::new();
+    let mut unreadable: Vec<DeltaLag> = Vec::new();
     for dir in table_dirs(store).await? {
         let Some((db, table)) = table_names(&dir) else {
             continue;
         };
-        let state = log::load(store, &dir, false).await?;
+        let state = match log::load(store, &dir, false).await {
+            Ok(state) => state,
+            // A log that cannot be read (a file where its folder should
+            // be, an unreadable checkpoint): named with its error, so that
+            // `status` still reports every other table.
+            Err(e) => {
+                let name = format!("{db}.{table}");
+                unreadable.push(DeltaLag {
+                    table: name,
+                    manifests: 0,
+                    since: String::new(),
+                    since_ms: 0,
+                    error: e.to_string(),
+                });
+                continue;
+            }
+        };
         let lags = match state.version {
             None => has_data_files(store, &dir).await?,
             Some(_) => log_lags(&state, newest),
@@ -199,7 +216,10 @@ pub async fn lake_lags(lake: &Lake, newest: &Manifest) -> Result<BTreeMap<String
             behind.insert(dir.to_string(), (format!("{db}.{table}"), state.applied));
         }
     }
-    let mut out: BTreeMap<String, DeltaLag> = BTreeMap::new();
+    let mut out: BTreeMap<String, DeltaLag> = unreadable
+        .into_iter()
+        .map(|l| (l.table.clone(), l))
+        .collect();
     let Some(from) = behind.values().map(|(_, a)| a + 1).min() else {
         return Ok(out);
     };

@@ -955,7 +955,11 @@ async fn has_data_files(store: &dyn ObjectStore, dir: &Path) -> Result<bool> {
 pub async fn versions(store: &dyn ObjectStore) -> Result<BTreeMap<String, u64>> {
     let mut out = BTreeMap::new();
     for dir in table_dirs(store).await? {
-        let state = log::load(store, &dir, false).await?;
+        // A log that cannot be read has no version to show; `lake_lags`
+        // names it with its error.
+        let Ok(state) = log::load(store, &dir, false).await else {
+            continue;
+        };
         if let (Some(v), Some((db, table))) = (state.version, table_names(&dir)) {
             out.insert(format!("{db}.{table}"), v);
         }

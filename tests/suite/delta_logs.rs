@@ -661,3 +661,75 @@ fn a_delta_rs_checkpoint_of_a_current_table_reads_like_sluices_own() {
     assert!(versions.len() >= 12, "{} versions", versions.len());
     assert_readers_agree_on_every_version("_current/shop/t", &versions);
 }
+
+/// A table whose Delta log cannot be read at all (a regular file where its
+/// `_delta_log/` folder should be): the run commits every manifest and the
+/// other table's log, exits 3 naming the table, `status` reports it with
+/// its error instead of failing for every table, and once the file is
+/// gone the next run builds the log from the manifests.
+#[test]
+fn a_table_whose_log_cannot_be_read_is_named_and_the_others_go_on() {
+    let Some(db) = MariaDb::start_private(&[]) else {
+        return;
+    };
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.bad (id INT PRIMARY KEY, v INT);
+         CREATE TABLE shop.good (id INT PRIMARY KEY, v INT);
+         INSERT INTO shop.bad VALUES (1, 1), (2, 2);
+         INSERT INTO shop.good VALUES (1, 1), (2, 2);",
+    );
+    let lake = TestLake::new(Backend::Local);
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = lake.sluice(&db, state.path());
+    sluice.snapshot = "mode = \"initial\"".into();
+    let shop = db.namespace().to_server("shop").as_ref().to_string();
+    let bad = lake.local_root().join(&shop).join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(bad.join("_delta_log"), b"").unwrap();
+
+    let out = sluice.run_until_caught_up();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{}", tail(&stderr, 30));
+    assert!(
+        stderr.contains("shop.bad") && !stderr.contains("sluice: error"),
+        "{}",
+        tail(&stderr, 30)
+    );
+    let status = sluice.status_json();
+    assert_eq!(status["tables"]["shop.bad"], 2, "{status:#}");
+    assert!(
+        status["delta_lag"]["shop.bad"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("_delta_log")),
+        "{status:#}"
+    );
+    assert!(status["delta_lag"].get("shop.good").is_none(), "{status:#}");
+    let good = read_delta(
+        &lake
+            .local_root()
+            .join(&shop)
+            .join("good")
+            .display()
+            .to_string(),
+        &["id", "v", "_seq"],
+        None,
+        &Value::Null,
+        "deltalake",
+    );
+    assert_eq!(good.rows["deltalake"].len(), 2);
+
+    std::fs::remove_file(bad.join("_delta_log")).unwrap();
+    db.sql("INSERT INTO shop.bad VALUES (3, 3);");
+    sluice.run_until_caught_up_ok();
+    let status = sluice.status_json();
+    assert_eq!(status["delta_lag"], serde_json::json!({}), "{status:#}");
+    let rows = read_delta(
+        &bad.display().to_string(),
+        &["id", "v", "_seq"],
+        None,
+        &Value::Null,
+        "deltalake",
+    );
+    assert_eq!(rows.rows["deltalake"].len(), 3);
+}

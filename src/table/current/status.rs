@@ -21,6 +21,9 @@ pub struct CurrentStatus {
     pub lag_manifests: u64,
     /// Seconds since the oldest change not folded yet was committed (0: current).
     pub lag_seconds: i64,
+    /// Why its Delta log cannot be read (then the rest is 0).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub error: String,
 }
 
 /// The current table of every table that has one, by `db.table`.
@@ -32,10 +35,6 @@ pub async fn current_status(lake: &Lake) -> Result<BTreeMap<String, CurrentStatu
     for db in dbs.common_prefixes {
         let tables = store.list_with_delimiter(Some(&db)).await?;
         for dir in tables.common_prefixes {
-            let state = log::load(store, &dir, false).await?;
-            let Some(version) = state.version else {
-                continue;
-            };
             let parts: Vec<String> = dir
                 .parts()
                 .skip(1)
@@ -44,10 +43,34 @@ pub async fn current_status(lake: &Lake) -> Result<BTreeMap<String, CurrentStatu
             let [db_name, table] = parts.as_slice() else {
                 continue;
             };
+            // One log that cannot be read is named with its error; the
+            // others are still reported.
+            let state = match log::load(store, &dir, false).await {
+                Ok(state) => state,
+                Err(e) => {
+                    out.insert(
+                        format!("{db_name}.{table}"),
+                        CurrentStatus {
+                            seq: 0,
+                            version: 0,
+                            lag_manifests: 0,
+                            lag_seconds: 0,
+                            error: e.to_string(),
+                        },
+                    );
+                    continue;
+                }
+            };
+            let Some(version) = state.version else {
+                continue;
+            };
             let seq = folded_seq(&state);
             // The changelog's last manifest with files of the table.
             let changelog = object_store::path::Path::from_iter([db_name.as_str(), table.as_str()]);
-            let applied = log::load(store, &changelog, false).await?.applied;
+            // (A changelog log that cannot be read is reported on its own.)
+            let applied = log::load(store, &changelog, false)
+                .await
+                .map_or(seq, |s| s.applied);
             let (lag_manifests, lag_seconds) = if applied > seq {
                 let since = match lake.read_manifest(seq + 1).await {
                     Ok(m) => chrono::DateTime::parse_from_rfc3339(&m.committed_at)
@@ -66,6 +89,7 @@ pub async fn current_status(lake: &Lake) -> Result<BTreeMap<String, CurrentStatu
                     version,
                     lag_manifests,
                     lag_seconds,
+                    error: String::new(),
                 },
             );
         }
