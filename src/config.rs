@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 mod columns;
+pub mod policy;
 mod tables;
 mod values;
 pub use columns::COLUMN_KEY_ENV;
@@ -40,7 +41,7 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     pub http: HttpConfig,
     /// `[[columns]]` and `[column_key]`: what of each column reaches the lake.
-    pub columns: crate::schema::policy::ColumnPolicies,
+    pub columns: policy::ColumnPolicies,
 }
 
 /// `[http]`: the metrics, health and status page endpoint (off by default).
@@ -752,7 +753,7 @@ fn parse_start(value: Option<toml::Value>) -> std::result::Result<StartPosition,
                 }
                 let gtid = gtid
                     .as_str()
-                    .filter(|g| crate::source::gtid::GtidState::parse(g).is_ok())
+                    .filter(|g| crate::types::gtid::GtidState::parse(g).is_ok())
                     .ok_or_else(|| {
                         "source.start.gtid: not a GTID state; use MariaDB \"domain-server-seq[,...]\" or a MySQL GTID set \"uuid:1-100\"".to_string()
                     })?;

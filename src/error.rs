@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod store;
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +48,7 @@ pub enum Error {
     /// column excluded or masked, a truncated number), at start or after a
     /// DDL statement. Definite: nothing is written rather than raw values.
     #[error("{0}")]
-    ColumnPolicy(#[from] crate::schema::policy::PolicyError),
+    ColumnPolicy(#[from] PolicyError),
 
     /// A hashed column is to be written and no key is set. Definite.
     #[error("{table}.{column} is hashed and no column key is set: set SLUICE_COLUMN_KEY or [column_key] file")]
@@ -107,9 +109,9 @@ pub enum Error {
         now: String,
     },
 
-    /// An object store call failed; [`crate::sink::store_error`] says
+    /// An object store call failed; [`crate::error::store`] says
     /// whether retrying can help and words the message.
-    #[error("object store: {}", crate::sink::store_error::explain(.0))]
+    #[error("object store: {}", crate::error::store::explain(.0))]
     Store(#[from] object_store::Error),
 
     #[error("parquet: {0}")]
@@ -128,7 +130,7 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Connection(_) => true,
-            Error::Store(e) => crate::sink::store_error::is_transient(e),
+            Error::Store(e) => crate::error::store::is_transient(e),
             _ => false,
         }
     }
@@ -195,7 +197,7 @@ impl HasKind for Error {
 
 impl HasKind for object_store::Error {
     fn error_kind(&self) -> ErrorKind {
-        if crate::sink::store_error::is_transient(self) {
+        if crate::error::store::is_transient(self) {
             ErrorKind::Transient
         } else {
             ErrorKind::Definite
@@ -215,6 +217,28 @@ pub fn backoff(failures: u32) -> Duration {
     let base = 0.5 * 2f64.powi(failures.saturating_sub(1).min(16) as i32);
     let capped = base.min(30.0);
     Duration::from_secs_f64(capped * rand::Rng::gen_range(&mut rand::thread_rng(), 0.75..1.25))
+}
+
+/// A policy that cannot apply to the column it matches. Definite: the
+/// configuration or the table must change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("[[columns]] entry {entry} (match '{pattern}'): {table}.{column} is part of the key of {table}, and a key column can only be hashed, not {action} (the current table is keyed by it); leave the key column out of the match or use action = \"hash\"")]
+    KeyColumn {
+        entry: usize,
+        pattern: String,
+        table: String,
+        column: String,
+        action: String,
+    },
+    #[error("[[columns]] entry {entry} (match '{pattern}'): {table}.{column} is {mysql_type}; truncate applies to text and binary columns only")]
+    TruncateType {
+        entry: usize,
+        pattern: String,
+        table: String,
+        column: String,
+        mysql_type: String,
+    },
 }
 
 #[cfg(test)]

@@ -1,8 +1,17 @@
 //! sluice: a MySQL/MariaDB binlog replica that writes Parquet into a lake,
-//! exactly once. The modules follow the flow of data:
-//! `source → decode → batch → sink → commit`, with `schema` for table shapes,
-//! `types` for what a column is (below both `schema` and `decode`) and
-//! `config` for the TOML file. `pipeline` wires them for `sluice run`.
+//! exactly once.
+//!
+//! The modules are layers, each importing only those below it (bottom to
+//! top; `layers.rs` tests it):
+//!
+//! `error` → `types` → `config` → `lake` → `sink` → `schema` → `batch` →
+//! `decode` → `source` → `commit` → `schema_commands` → `snapshot` → `table`
+//! → `forget` → `status` → `http` → `pipeline`.
+//!
+//! Data flows `source → decode → batch → sink → commit → table`: the stream
+//! decoded into per-table batches, written as Parquet, committed by a
+//! manifest, then into each table's Delta log and current table. `pipeline`
+//! wires the stages for `sluice run`.
 
 pub mod batch;
 pub mod commit;
@@ -11,8 +20,10 @@ pub mod decode;
 pub mod error;
 pub mod forget;
 pub mod http;
+pub mod lake;
 pub mod pipeline;
 pub mod schema;
+pub mod schema_commands;
 pub mod sink;
 pub mod snapshot;
 pub mod source;
@@ -21,3 +32,6 @@ pub mod table;
 pub mod types;
 
 pub use error::{Error, Result};
+
+#[cfg(test)]
+mod layers;

@@ -250,7 +250,7 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             })
         }
         Command::Schema { command } => {
-            use sluice::schema::commands;
+            use sluice::schema_commands as commands;
             let out = match command {
                 SchemaCommand::Show {
                     config,

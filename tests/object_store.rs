@@ -108,7 +108,7 @@ fn store_errors_are_classified_as_moto_and_a_faulty_network_produce_them() {
     use common::proxy::{Fault, FaultProxy, Rule};
     use object_store::aws::AmazonS3Builder;
     use object_store::{ClientOptions, ObjectStore, RetryConfig};
-    use sluice::sink::store_error::{explain, is_transient};
+    use sluice::error::store::{explain, is_transient};
     use std::sync::Arc;
     use std::time::Duration;
 

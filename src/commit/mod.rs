@@ -3,32 +3,22 @@
 //! it *is* the commit. On start the newest manifest gives the cursor and the
 //! counters, and data files no manifest lists are deleted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
-use serde::{Deserialize, Serialize};
 
+use crate::error::store as store_error;
 use crate::error::{backoff, Error, Result};
-use crate::sink::store_error;
-use crate::source::Flavor;
+pub use crate::lake::manifest::*;
 
 mod newest;
 pub mod retention;
 pub use newest::{FoundBy, Newest, HINT_PATH};
 
-pub const MANIFEST_DIR: &str = "_sluice/manifests";
-/// The manifest format; 2 when it carries snapshot state. A lake with a
-/// newer format is refused.
-pub const FORMAT: u32 = 1;
-pub const FORMAT_SNAPSHOT: u32 = 2;
-/// The lake's type mapping (DESIGN.md "Types"): 2 since the lake's types are
-/// Delta Lake types. The first release wrote no `types` (read as 0) and
-/// unsigned integers, durations and Decimal256.
-pub const TYPES: u32 = 2;
 /// Tries of one manifest write, and reads of it back, that get no answer
 /// from the store before sluice stops (about a minute of backoff between
 /// them; fewer in unit tests, which wait them out).
@@ -37,143 +27,10 @@ pub const COMMIT_ATTEMPTS: u32 = 8;
 #[cfg(test)]
 pub const COMMIT_ATTEMPTS: u32 = 3;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Manifest {
-    pub format: u32,
-    pub seq: u64,
-    pub committed_at: String,
-    pub writer: Writer,
-    pub source: SourceIdentity,
-    pub cursor: Cursor,
-    pub files: Vec<DataFile>,
-    pub ddl: Vec<serde_json::Value>,
-    /// Cumulative committed rows per `db.table` since the lake began.
-    #[serde(default)]
-    pub totals: BTreeMap<String, u64>,
-    /// Zero or partly-zero dates written as null since the lake began
-    /// (committed rows only). Absent from manifests of earlier versions.
-    #[serde(default)]
-    pub zero_dates: u64,
-    /// The type mapping every committed file of the lake follows
-    /// ([`TYPES`]); absent (0) in manifests of the first release.
-    #[serde(default)]
-    pub types: u32,
-    /// XA transactions prepared before the cursor whose `XA COMMIT` or
-    /// `XA ROLLBACK` is after it: their rows wait in held files.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub xa_prepared: Vec<PreparedXa>,
-    /// The initial snapshot of every table it covers (format 2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<crate::snapshot::SnapshotProgress>,
-    /// Snapshot requests (`_sluice/requests/<id>.json`) adopted in this or an
-    /// earlier checkpoint whose objects were not known to be deleted: never
-    /// adopted again, and deleted after this commit.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub snapshot_requests: Vec<String>,
-    /// The `[filter]` the checkpoint was captured under; absent in manifests
-    /// of earlier versions. A later run with a wider filter snapshots the
-    /// tables it adds (`[snapshot] new_tables`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub filter: Option<crate::config::FilterPatterns>,
-    /// `[[columns]]` policies that changed at this checkpoint's start, one
-    /// `{table, column, from, to}` per column (`none` for no policy): they
-    /// apply to the rows of this checkpoint on; earlier files keep theirs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub column_policies: Vec<serde_json::Value>,
-    /// `sluice forget` runs noted in this checkpoint (their records,
-    /// `_sluice/erasures/<id>.json`, written since the last one): `{id,
-    /// table, keys, keys_found, key_hmacs, before_seq, finished_at}`, the
-    /// keys as HMACs only.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub erasures: Vec<serde_json::Value>,
-    /// The newest earlier manifest with files or DDL: those between have
-    /// neither, so a reader of changes skips them ([`Lake::changes_after`]).
-    /// Absent in a lake's first manifest and in earlier releases'.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_change: Option<u64>,
-}
-
-impl Manifest {
-    /// Whether it adds files or records DDL.
-    pub fn has_changes(&self) -> bool {
-        !self.files.is_empty() || !self.ddl.is_empty()
-    }
-
-    /// The `last_change` of the manifest after this one.
-    pub fn last_change_after(&self) -> u64 {
-        match self.last_change {
-            Some(seq) if !self.has_changes() => seq,
-            // Changes here, or an idle manifest that does not say what came
-            // before it (read from it on).
-            _ => self.seq,
-        }
-    }
-}
-
-/// A prepared XA transaction whose outcome the stream has not reached yet.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PreparedXa {
-    /// The XA id as the server writes it: `X'gtrid',X'bqual',formatID`.
-    pub xid: String,
-    /// The GTID of the prepared part: its rows carry it.
-    pub gtid: Option<String>,
-    /// The held files of its rows, under `_sluice/xa/`.
-    pub files: Vec<DataFile>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Writer {
-    pub id: String,
-    pub version: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SourceIdentity {
-    pub flavor: Flavor,
-    pub server_id: u32,
-    pub server_uuid: Option<String>,
-    pub version: String,
-}
-
-/// Where reading resumes, and the counters that keep `_seq`/`_tx_seq` monotonic.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cursor {
-    pub file: String,
-    pub pos: u64,
-    pub gtid: Option<String>,
-    pub next_seq: i64,
-    pub next_tx_seq: i64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DataFile {
-    pub table: String,
-    pub path: String,
-    pub rows: u64,
-    pub bytes: u64,
-    pub schema_version: u32,
-}
-
 /// The `writer.id` of a manifest's bytes (read loosely: any format).
 fn writer_id(manifest: &[u8]) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(manifest).ok()?;
     Some(v.pointer("/writer/id")?.as_str()?.to_owned())
-}
-
-pub fn manifest_path(seq: u64) -> Path {
-    Path::from(format!("{MANIFEST_DIR}/{seq:020}.json"))
-}
-
-/// The checkpoint sequence a data file was written for, from its name
-/// `part-<seq, 20 digits>-<n>-<writer>.parquet`. Other writers' files
-/// (delta-rs and Spark name theirs `part-00001-<uuid>…`) are not sluice's
-/// and give `None`.
-pub fn file_checkpoint_seq(name: &str) -> Option<u64> {
-    let seq = name.strip_prefix("part-")?.split('-').next()?;
-    if seq.len() != 20 || !seq.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    seq.parse().ok()
 }
 
 /// Deletes the staging files (`part-<seq>-…parquet#<n>`) of a local lake's
@@ -218,22 +75,6 @@ fn remove_local_staging(root: &std::path::Path, seq: u64) -> Result<Vec<Path>> {
         }
     }
     Ok(removed)
-}
-
-/// The object path of a path this lake recorded (a manifest's file, a
-/// pending or held file): already encoded by [`data_file_path`], so taken as
-/// it is and never encoded a second time (a table `a/a` is in `a%2Fa`).
-pub fn stored_path(path: &str) -> Path {
-    Path::parse(path).unwrap_or_else(|_| Path::from(path))
-}
-
-pub fn data_file_path(db: &str, table: &str, seq: u64, n: u32, writer: &str) -> Path {
-    // Path::from_iter percent-encodes characters an object key should not hold.
-    Path::from_iter([
-        db.to_string(),
-        table.to_string(),
-        format!("part-{seq:020}-{n:05}-{writer}.parquet"),
-    ])
 }
 
 /// The lake as the committer sees it.
@@ -573,12 +414,11 @@ impl Lake {
     }
 }
 
-/// Held files of prepared XA transactions: `_sluice/xa/<checkpoint seq>-<writer>-<n>/<db>/<table>.parquet`.
-pub const XA_DIR: &str = "_sluice/xa";
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::binlog::Flavor;
+    use std::collections::BTreeMap;
 
     #[test]
     fn a_local_lake_loses_only_the_staging_files_of_the_committed_seq() {

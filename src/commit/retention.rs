@@ -44,26 +44,15 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use serde::{Deserialize, Serialize};
 
 use super::{manifest_path, Lake, MANIFEST_DIR};
 use crate::error::{Error, Result};
-
-/// Every manifest below the seq this names is deleted, or being deleted.
-pub const FLOOR_PATH: &str = "_sluice/manifest_floor.json";
+pub use crate::lake::floor::{floor_seq, FLOOR_PATH};
+use crate::lake::floor::{read_floor, Floor};
 
 /// The most manifests a round deletes (a lake started with retention on
 /// for the first time catches up over several rounds).
 pub const MAX_PER_ROUND: usize = 1_000;
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Floor {
-    seq: u64,
-    /// Set while a round deletes the manifests from here to `seq`: a round
-    /// that a crash ended is taken up from here.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pending_from: Option<u64>,
-}
 
 /// What still needs manifests, as of the newest manifest `newest`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -119,24 +108,6 @@ fn ms_of(rfc3339: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(rfc3339)
         .ok()
         .map(|t| t.timestamp_millis())
-}
-
-async fn read_floor(store: &dyn ObjectStore) -> Result<Floor> {
-    let empty = Floor {
-        seq: 0,
-        pending_from: None,
-    };
-    let bytes = match store.get(&Path::from(FLOOR_PATH)).await {
-        Ok(found) => found.bytes().await?,
-        Err(object_store::Error::NotFound { .. }) => return Ok(empty),
-        Err(e) => return Err(e.into()),
-    };
-    Ok(serde_json::from_slice::<Floor>(&bytes).unwrap_or(empty))
-}
-
-/// The seq below which every manifest is deleted (0: none is).
-pub async fn floor_seq(store: &dyn ObjectStore) -> Result<u64> {
-    Ok(read_floor(store).await?.seq)
 }
 
 impl Lake {

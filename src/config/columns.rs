@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use regex::Regex;
 use serde::Deserialize;
 
-use crate::schema::policy::{ColumnKey, ColumnPolicies, ColumnRule, PolicyAction};
+use super::policy::{ColumnKey, ColumnPolicies, ColumnRule, PolicyAction};
 
 /// Environment variable holding the key of `action = "hash"` (preferred
 /// over `[column_key] file`).

@@ -56,11 +56,14 @@ pub(super) struct RawCompaction {
     min_age: Option<String>,
 }
 
+/// Default `[current] target_file_size`.
+const DEFAULT_TARGET_FILE_BYTES: u64 = 128 << 20;
+
 pub(super) fn parse_current(raw: RawCurrent) -> std::result::Result<CurrentConfig, String> {
     let target_file_bytes = opt_file_size(
         raw.target_file_size,
         "current.target_file_size",
-        crate::table::current::DEFAULT_TARGET_FILE_BYTES as usize,
+        DEFAULT_TARGET_FILE_BYTES as usize,
     )?;
     let deletion_vectors = match raw.deletion_vectors.as_deref() {
         None | Some("auto") => true,

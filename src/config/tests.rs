@@ -680,7 +680,7 @@ fn with_columns(entries: &str) -> std::result::Result<Config, String> {
 
 #[test]
 fn column_policies_parse_in_file_order() {
-    use crate::schema::policy::PolicyAction;
+    use crate::config::policy::PolicyAction;
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("column.key");
     std::fs::write(&key, "s3cret-key\nignored second line\n").unwrap();

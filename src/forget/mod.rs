@@ -31,7 +31,7 @@ use sha2::Sha256;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::schema::commands;
+use crate::schema_commands as commands;
 use crate::table::current::current_dir;
 use crate::table::log;
 use erase::{Kind, Pass};

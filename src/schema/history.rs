@@ -12,9 +12,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 
 use super::{ColumnDef, TableSchema, UniqueKey};
-use crate::commit::Manifest;
 use crate::error::{Error, Result};
-use crate::source::BinlogPosition;
+use crate::lake::manifest::Manifest;
+use crate::types::binlog::BinlogPosition;
 
 const MIGRATIONS: &str = include_str!("../../schemas/table_meta.sql");
 pub const LAKE_DIR: &str = "_sluice/schema";
@@ -707,7 +707,7 @@ impl SchemaHistory {
         // Below the retention floor the manifests are gone, and retention
         // deleted the objects of other writers than theirs first: the
         // objects there are the committed ones.
-        let floor = crate::commit::retention::floor_seq(store).await?;
+        let floor = crate::lake::floor::floor_seq(store).await?;
         let prefix = Path::from(LAKE_DIR);
         let objects: Vec<_> = store.list(Some(&prefix)).try_collect().await?;
         let mut writers: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
@@ -802,7 +802,7 @@ pub struct SyncReport {
 
 /// The writer id of the manifest `seq`.
 async fn manifest_writer(store: &dyn ObjectStore, seq: u64) -> Result<String> {
-    let path = crate::commit::manifest_path(seq);
+    let path = crate::lake::manifest::manifest_path(seq);
     let bytes = store.get(&path).await?.bytes().await?;
     let v: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| Error::Lake(format!("manifest {path}: {e}")))?;
@@ -849,7 +849,7 @@ pub fn changed_column_type(
 /// `arrow_type` is what the files written under it hold), once: its next
 /// manifest carries `types`.
 pub async fn check_lake_types(store: &dyn ObjectStore, newest: &Manifest) -> Result<()> {
-    if newest.types >= crate::commit::TYPES {
+    if newest.types >= crate::lake::manifest::TYPES {
         return Ok(());
     }
     let prefix = Path::from(LAKE_DIR);

@@ -116,7 +116,7 @@ pub fn current_names(columns: &[ColumnDef]) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::schema::TableSchema;
-    use crate::source::BinlogPosition;
+    use crate::types::binlog::BinlogPosition;
 
     fn col(name: &str) -> ColumnDef {
         ColumnDef::new(name, "int", None, true, false).unwrap()

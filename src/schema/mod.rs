@@ -7,7 +7,6 @@
 
 pub mod apply;
 pub mod bootstrap;
-pub mod commands;
 pub mod ddl;
 pub mod history;
 pub mod lake_names;

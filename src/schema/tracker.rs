@@ -16,7 +16,7 @@ use super::reread::{needs_reread, ColumnStep, RereadReason};
 use super::{ColumnDef, TableSchema, UniqueKey};
 use crate::config::TableFilter;
 use crate::error::{Error, Result};
-use crate::source::BinlogPosition;
+use crate::types::binlog::BinlogPosition;
 
 mod table_map;
 #[cfg(test)]

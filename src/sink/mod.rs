@@ -2,7 +2,7 @@
 
 pub mod changelog_writer;
 pub mod conditional;
-pub mod store_error;
+use crate::error::store as store_error;
 #[cfg(test)]
 pub(crate) mod testing;
 

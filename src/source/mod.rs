@@ -5,12 +5,10 @@
 mod auth;
 mod connect;
 pub mod files;
-pub mod gtid;
 pub mod replica;
 pub mod stream;
 pub mod tls;
 
-use std::cmp::Ordering;
 use std::fmt;
 
 use mysql_async::prelude::Queryable;
@@ -18,55 +16,13 @@ use mysql_async::{BinlogStreamRequest, Conn};
 
 use crate::config::{SourceConfig, StartPosition};
 use crate::error::{Error, Result};
+pub use crate::types::binlog::{BinlogPosition, Flavor};
+pub use crate::types::gtid;
+use crate::types::gtid::GtidState;
 pub use connect::connect;
 pub(crate) use connect::tls_hint;
-use gtid::GtidState;
 use replica::{Replica, ServerFailure};
 use stream::EventStream;
-
-/// A position in the source's binlog: the file name and a byte offset in it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct BinlogPosition {
-    pub file: String,
-    pub pos: u64,
-}
-
-impl BinlogPosition {
-    /// The numeric suffix of the file name (`binlog.000042` → 42), which
-    /// orders files across a rotation.
-    fn file_index(&self) -> u64 {
-        self.file
-            .rsplit('.')
-            .next()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl PartialOrd for BinlogPosition {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for BinlogPosition {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.file_index(), &self.file, self.pos).cmp(&(other.file_index(), &other.file, other.pos))
-    }
-}
-
-impl fmt::Display for BinlogPosition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.file, self.pos)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Flavor {
-    Mariadb,
-    Mysql,
-}
 
 /// What the preflight learned about the server.
 #[derive(Debug, Clone)]

@@ -169,7 +169,7 @@ async fn a_lake_of_the_first_releases_types_is_refused() {
         "{err}"
     );
     // A manifest of this release proves the lake clean without a read.
-    check_lake_types(&store, &manifest(3, Some(crate::commit::TYPES)))
+    check_lake_types(&store, &manifest(3, Some(crate::lake::manifest::TYPES)))
         .await
         .unwrap();
     for (mysql, old) in [

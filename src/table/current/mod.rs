@@ -60,8 +60,6 @@ pub const APP_ID: &str = "sluice-current";
 /// Test hook: abort after a fold wrote its first file, before its commit
 /// (with the value `vectors`: after it wrote its deletion vector file).
 pub const ABORT_IN_FOLD: &str = "SLUICE_TEST_ABORT_IN_FOLD";
-/// Default `[current] target_file_size`.
-pub const DEFAULT_TARGET_FILE_BYTES: u64 = 128 << 20;
 
 const TAG_FIRST: &str = "sluice.first";
 const TAG_LAST: &str = "sluice.last";

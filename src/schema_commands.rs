@@ -1,13 +1,14 @@
-//! `sluice schema show | history | resync`.
+//! `sluice schema show | history | resync`: the schema history as the
+//! command line shows and repairs it, read beside a running pipeline.
 
-use super::apply::{columns_from_specs, unique_keys_from_specs};
-use super::bootstrap;
-use super::ddl::{parse_ddl, Change};
-use super::history::{PointInTime, SchemaHistory, TableVersion};
-use super::TableSchema;
 use crate::commit::Lake;
 use crate::config::{Config, TableFilter};
 use crate::error::{Error, Result};
+use crate::schema::apply::{columns_from_specs, unique_keys_from_specs};
+use crate::schema::bootstrap;
+use crate::schema::ddl::{parse_ddl, Change};
+use crate::schema::history::{PointInTime, SchemaHistory, TableVersion};
+use crate::schema::TableSchema;
 use crate::source::{self, BinlogPosition};
 
 pub(crate) fn split_table(name: &str) -> Result<(String, String)> {
