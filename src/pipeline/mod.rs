@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::batch::savepoint::Savepoints;
 use crate::batch::TableBuffer;
@@ -32,13 +32,11 @@ use crate::decode::rows::DecodeStats;
 use crate::error::{backoff, Error, Result};
 use crate::http::metrics::OpCounts;
 use crate::http::Metrics;
-use crate::schema::history::SchemaHistory;
 use crate::schema::plan::TablePlan;
-use crate::schema::tracker::{SchemaTracker, StreamPoint};
-use crate::sink;
+use crate::schema::tracker::SchemaTracker;
 use crate::source::gtid::GtidState;
 use crate::source::{self, BinlogPosition, ServerInfo, StreamStart};
-use crate::table::{SchemaVersions, TableLogs};
+use crate::table::TableLogs;
 use flush::Flush;
 use start::{open_source, prepared_xa, SourceSetup};
 
@@ -174,248 +172,43 @@ pub async fn run(
     opts: RunOptions,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<RunSummary> {
-    let lake = Lake::open(&config.sink)?;
-    // Fencing rests on put-if-absent: refuse a store that cannot do it.
-    sink::probe_put_if_absent(lake.store.as_ref(), &config.sink.url).await?;
-    lake.remove_old_probe_folder();
-    let newest = lake.newest_seq().await?;
-    info!(seq = ?newest.seq, found_by = ?newest.found_by, requests = newest.requests, "newest manifest");
-    let committed = match newest.seq {
-        Some(seq) => Some(lake.read_manifest(seq).await?),
-        None => None,
-    };
-    if let Some(m) = &committed {
-        if !newest.hint_current {
-            // A lake of an earlier release, or a stale hint: the next start
-            // finds the newest from here.
-            lake.write_hint(m.seq).await;
-        }
-        crate::schema::history::check_lake_types(lake.store.as_ref(), m).await?;
-    }
-
-    let src = open_source(config, committed.as_ref()).await?;
-    let SourceSetup {
-        server,
-        start,
-        start_gtid,
-        head,
-        caught_up,
-        tables,
-        db_charsets,
-        server_charset,
-    } = src;
-    let start_position = match &start {
-        StreamStart::Position(p) => p.clone(),
-        // The server names the file when the stream begins.
-        StreamStart::Gtid(_) => match &committed {
-            Some(m) => BinlogPosition {
-                file: m.cursor.file.clone(),
-                pos: m.cursor.pos,
-            },
-            None => BinlogPosition {
-                file: String::new(),
-                pos: 4,
-            },
-        },
-    };
-    // Only what the newest manifest proves uncommittable: files named for a
-    // later checkpoint may belong to a sidecar still running on this lake;
-    // they go after this run's first commit (see `Lake::remove_orphans`).
-    let removed = match &committed {
-        Some(m) => lake.remove_orphans(m).await?,
-        None => Vec::new(),
-    };
-    if !removed.is_empty() {
-        info!(
-            files = removed.len(),
-            "removed data files of uncommitted checkpoints"
-        );
-    }
-    // The schema history: roll back versions of uncommitted checkpoints and
-    // rebuild what a lost state dir forgot, then follow the stream.
-    let committed_seq = committed.as_ref().map(|m| m.seq).unwrap_or(0);
-    let history = SchemaHistory::open(&config.state_dir)?;
-    let report = history
-        .sync_with_lake(lake.store.as_ref(), committed_seq, true)
-        .await?;
-    if report != Default::default() {
-        info!(
-            rolled_back = report.rolled_back,
-            loaded_from_lake = report.loaded,
-            orphans = report.orphans_removed,
-            "schema history synchronised with the lake"
-        );
-    }
-    // Delta commits missing for committed manifests (a crash between the
-    // manifest and them, or a lake of a sluice without Delta logs).
-    // A failure stops nothing (the manifests are the commit of record): the
-    // next checkpoint tries again.
-    let mut table_logs = TableLogs::new();
-    if let Some(m) = &committed {
-        let schemas = SchemaVersions::load_all(&history)?;
-        match table_logs
-            .repair(lake.store.as_ref(), &lake, m, &schemas)
-            .await
-        {
-            Ok(repaired) if repaired != Default::default() => info!(
-                commits = repaired.commits,
-                logs_built = repaired.built,
-                "Delta logs caught up with the manifests"
-            ),
-            Ok(_) => {}
-            Err(e) if e.kind() == crate::error::ErrorKind::Definite => {
-                error!(kind = %e.kind(), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
-                table_logs.behind = true;
-            }
-            Err(e) => {
-                warn!(kind = %e.kind(), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
-                table_logs.behind = true;
-            }
-        }
-    }
-    let mut tracker =
-        SchemaTracker::new(history, config.filter.clone(), db_charsets, server_charset)?;
-    tracker.set_server_version(&server.version);
-    tracker.set_policies(config.columns.clone());
-
-    let cursor = match &committed {
-        Some(m) => m.cursor.clone(),
-        None => Cursor {
-            file: start_position.file.clone(),
-            pos: start_position.pos,
-            gtid: (!start_gtid.is_empty()).then(|| start_gtid.to_string()),
-            next_seq: 1,
-            next_tx_seq: 1,
-        },
-    };
-    // Tables the history does not know yet (an empty lake, or a widened
-    // filter) start with their shape from information_schema at this position.
-    let here = StreamPoint {
-        position: start_position.clone(),
-        gtid: cursor.gtid.clone(),
-        timestamp: chrono::Utc::now().timestamp() as u32,
-        tx_seq: cursor.next_tx_seq - 1,
-        checkpoint: committed_seq + 1,
-    };
-    // The initial snapshot: on a new lake, of every captured table that
-    // exists; after a restart, of the tables the newest manifest has not done.
-    let snapshot_progress = match &committed {
-        Some(m) => m.snapshot.clone(),
-        None if config.snapshot.initial && config.source.binlog_dir.is_none() => {
-            let names: Vec<(String, String)> = tables.keys().cloned().collect();
-            Some(
-                crate::snapshot::reader::plan(&config.source, config.snapshot.method, &names)
-                    .await?,
-            )
-        }
-        None => None,
-    };
-    // Tables a widened filter added, judged before the bootstrap below
-    // makes the history know them.
-    let widened = requests::widened_tables(committed.as_ref(), tables.keys().cloned(), &tracker)?;
-    for (db, name, _) in widened.iter().filter(|(_, _, known)| *known) {
-        // Captured before: DDL while it was not is missing from its history.
-        tracker.forget(&(db.clone(), name.clone()));
-    }
-    let widened = requests::plan_widened(config, widened).await?;
-    let unknown: Vec<_> = tables
-        .into_values()
-        .filter(|t| !tracker.known(&(t.database.clone(), t.name.clone())))
-        .collect();
-    if !unknown.is_empty() {
-        info!(tables = unknown.len(), at = %start, "schema bootstrap from information_schema");
-        tracker.bootstrap(unknown, &here, caught_up)?;
-    }
-    let all: Vec<_> = tracker
-        .history()
-        .latest_all()?
-        .into_iter()
-        .map(|v| (v.schema.database, v.schema.name))
-        .collect();
-    tracker.apply_pending_resyncs(&all, &here, "-- sluice schema resync")?;
-    // `[[columns]]` changed since the last run: new versions from here, the
-    // resume position, which the last checkpoint committed.
-    tracker.apply_policies(&here)?;
-    let prepared = prepared_xa(committed.as_ref());
-    let snapshot = snapshot_progress.filter(|p| !p.is_empty()).map(|progress| {
-        let running = progress.values().filter(|t| !t.done()).count();
-        if running > 0 {
-            info!(
-                tables = running,
-                "initial snapshot: reading tables beside the stream"
-            );
-        }
-        snapshot::SnapshotRun::start(
-            progress.clone(),
-            snapshot::SpawnArgs {
-                source: config.source.clone(),
-                server_id: server.server_id,
-                chunk_rows: config.snapshot.chunk_rows,
-                method: config.snapshot.method,
-                initial: progress.clone(),
-            },
-        )
-    });
-    let read_to = start_position.clone();
-    let writer_id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
-    let mut p = Pipeline {
+    // The lake, whose newest manifest is the commit of record.
+    let (lake, committed) = start::open_lake(&config.sink).await?;
+    // The source, and where its stream starts.
+    let mut source = open_source(config, committed.as_ref()).await?;
+    let start_position = start::start_position(&source.start, committed.as_ref());
+    // What the last run left half done, put back as the manifest says.
+    let (history, table_logs) =
+        start::restore(&lake, committed.as_ref(), &config.state_dir).await?;
+    // Every captured table's shape at the start, and the snapshots to take.
+    let tables = start::prepare_tables(
         config,
-        lake,
-        server,
-        compactions: compaction::Compactions::new(config, &writer_id),
-        retention: retention::Retention::new(config),
-        writer_id,
-        tracker,
-        plans: HashMap::new(),
-        buffers: BTreeMap::new(),
-        pending: Vec::new(),
-        in_flight: VecDeque::new(),
-        open_files: HashMap::new(),
-        gtid_state: start_gtid,
-        streamed: false,
-        next_seq: cursor.next_seq,
-        next_tx_seq: cursor.next_tx_seq,
-        origin: cursor.clone(),
-        cursor,
-        committed,
-        file_counter: 0,
-        file: start_position.file.clone(),
-        in_tx: false,
-        tx_open: false,
-        savepoints: Savepoints::default(),
-        file_seqs: HashMap::new(),
-        xa_active: false,
-        window_notes: Vec::new(),
-        xa_files: Vec::new(),
-        prepared,
-        xa_written: Vec::new(),
-        xa_done: Vec::new(),
-        xa_counter: 0,
-        tx_rows: 0,
-        tx_gtid: None,
-        tx_ddl: false,
-        tx_sql: None,
-        last_checkpoint: Instant::now(),
-        tables: table_logs,
-        rewound: false,
-        stats: DecodeStats::default(),
-        summary: RunSummary::default(),
-        snapshot,
-        read_to,
-        statement_end: None,
-        requests: Default::default(),
-        metrics: opts
-            .metrics
-            .clone()
-            .unwrap_or_else(|| Metrics::new(config.flush.max_buffer_bytes)),
-        file_ops: HashMap::new(),
-        read_ts: 0,
-        idle: false,
-        current: current::CurrentFolds::new(config),
-        deadline: None,
-    };
+        &mut source,
+        history,
+        committed.as_ref(),
+        &start_position,
+    )
+    .await?;
+    let snapshot = snapshot::start_run(config, &source.server, tables.snapshot_progress);
+    let caught_up = source.caught_up;
+    let head = source.head.clone();
+    let from = source.start.clone();
+    let mut p = Pipeline::new(
+        config,
+        &opts,
+        Begin {
+            lake,
+            committed,
+            source,
+            tracker: tables.tracker,
+            cursor: tables.cursor,
+            start_position,
+            table_logs,
+            snapshot,
+        },
+    );
     p.metrics.set_committed_position(&p.cursor);
-    p.start_snapshot_work(widened).await?;
+    p.start_snapshot_work(tables.widened).await?;
     p.metrics.set_snapshot_running(!p.snapshot_done());
 
     // Offline replay ends at the last file anyway.
@@ -429,37 +222,124 @@ pub async fn run(
         return Ok(p.summary);
     }
     let stop_at = opts.until_caught_up.then_some(head);
-    let mut from = start;
-    let mut failures = 0u32;
-    loop {
-        match p.stream(from, stop_at.clone(), &mut shutdown).await {
-            Ok(()) => break,
-            Err(e) if e.is_transient() && !*shutdown.borrow() => {
-                p.metrics.set_connected(false);
-                p.metrics.error(&e);
-                p.metrics.reconnect();
-                // A stream that delivered events ended a working connection:
-                // the next outage starts its backoff from the beginning.
-                if p.streamed {
-                    failures = 0;
+    if p.follow(from, stop_at, &mut shutdown).await? {
+        p.finish_current().await;
+    }
+    Ok(p.summary)
+}
+
+/// What a run starts its pipeline with.
+struct Begin {
+    lake: Lake,
+    committed: Option<Manifest>,
+    source: SourceSetup,
+    tracker: SchemaTracker,
+    cursor: Cursor,
+    start_position: BinlogPosition,
+    table_logs: TableLogs,
+    snapshot: Option<snapshot::SnapshotRun>,
+}
+
+impl<'c> Pipeline<'c> {
+    fn new(config: &'c Config, opts: &RunOptions, b: Begin) -> Self {
+        let writer_id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        let prepared = prepared_xa(b.committed.as_ref());
+        Pipeline {
+            config,
+            lake: b.lake,
+            server: b.source.server,
+            compactions: compaction::Compactions::new(config, &writer_id),
+            retention: retention::Retention::new(config),
+            writer_id,
+            tracker: b.tracker,
+            plans: HashMap::new(),
+            buffers: BTreeMap::new(),
+            pending: Vec::new(),
+            in_flight: VecDeque::new(),
+            open_files: HashMap::new(),
+            gtid_state: b.source.start_gtid,
+            streamed: false,
+            next_seq: b.cursor.next_seq,
+            next_tx_seq: b.cursor.next_tx_seq,
+            origin: b.cursor.clone(),
+            cursor: b.cursor,
+            committed: b.committed,
+            file_counter: 0,
+            file: b.start_position.file.clone(),
+            in_tx: false,
+            tx_open: false,
+            savepoints: Savepoints::default(),
+            file_seqs: HashMap::new(),
+            xa_active: false,
+            window_notes: Vec::new(),
+            xa_files: Vec::new(),
+            prepared,
+            xa_written: Vec::new(),
+            xa_done: Vec::new(),
+            xa_counter: 0,
+            tx_rows: 0,
+            tx_gtid: None,
+            tx_ddl: false,
+            tx_sql: None,
+            last_checkpoint: Instant::now(),
+            tables: b.table_logs,
+            rewound: false,
+            stats: DecodeStats::default(),
+            summary: RunSummary::default(),
+            snapshot: b.snapshot,
+            read_to: b.start_position,
+            statement_end: None,
+            requests: Default::default(),
+            metrics: opts
+                .metrics
+                .clone()
+                .unwrap_or_else(|| Metrics::new(config.flush.max_buffer_bytes)),
+            file_ops: HashMap::new(),
+            read_ts: 0,
+            idle: false,
+            current: current::CurrentFolds::new(config),
+            deadline: None,
+        }
+    }
+
+    /// Streams from `from` until `stop_at` (or for good), reconnecting
+    /// from the last checkpoint after a transient error with backoff.
+    /// `false` when SIGTERM came during a backoff: nothing is left to do.
+    async fn follow(
+        &mut self,
+        mut from: StreamStart,
+        stop_at: Option<BinlogPosition>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<bool> {
+        let mut failures = 0u32;
+        loop {
+            match self.stream(from, stop_at.clone(), shutdown).await {
+                Ok(()) => return Ok(true),
+                Err(e) if e.is_transient() && !*shutdown.borrow() => {
+                    self.metrics.set_connected(false);
+                    self.metrics.error(&e);
+                    self.metrics.reconnect();
+                    // A stream that delivered events ended a working connection:
+                    // the next outage starts its backoff from the beginning.
+                    if self.streamed {
+                        failures = 0;
+                    }
+                    failures += 1;
+                    let delay = backoff(failures);
+                    from = self.rewind().await?;
+                    warn!(error = %e, kind = %e.kind(), retry_in = ?delay, resume = %from, "transient error: reconnecting from the last checkpoint");
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = shutdown.changed() => return Ok(false),
+                    }
                 }
-                failures += 1;
-                let delay = backoff(failures);
-                from = p.rewind().await?;
-                warn!(error = %e, kind = %e.kind(), retry_in = ?delay, resume = %from, "transient error: reconnecting from the last checkpoint");
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = shutdown.changed() => return Ok(p.summary),
+                Err(e) => {
+                    self.stop_background().await;
+                    return Err(e);
                 }
-            }
-            Err(e) => {
-                p.stop_background().await;
-                return Err(e);
             }
         }
     }
-    p.finish_current().await;
-    Ok(p.summary)
 }
 
 impl Pipeline<'_> {

@@ -109,6 +109,33 @@ impl Drop for SnapshotRun {
     }
 }
 
+/// The snapshot run of a start: a reader for the tables of `progress` that
+/// are not done (none when no table has a snapshot).
+pub(super) fn start_run(
+    config: &crate::config::Config,
+    server: &crate::source::ServerInfo,
+    progress: Option<SnapshotProgress>,
+) -> Option<SnapshotRun> {
+    let progress = progress.filter(|p| !p.is_empty())?;
+    let running = progress.values().filter(|t| !t.done()).count();
+    if running > 0 {
+        info!(
+            tables = running,
+            "initial snapshot: reading tables beside the stream"
+        );
+    }
+    Some(SnapshotRun::start(
+        progress.clone(),
+        SpawnArgs {
+            source: config.source.clone(),
+            server_id: server.server_id,
+            chunk_rows: config.snapshot.chunk_rows,
+            method: config.snapshot.method,
+            initial: progress,
+        },
+    ))
+}
+
 impl SnapshotRun {
     /// Starts a reader for the tables of `progress` that are not done.
     pub fn start(progress: SnapshotProgress, spawn: SpawnArgs) -> Self {

@@ -1,18 +1,25 @@
-//! Where a run starts: connecting to the source (or opening the binlog
+//! Where a run starts: opening the lake, putting back what the last run
+//! left half done, the tables' shapes at the start, connecting to the source (or opening the binlog
 //! files of offline replay), checking it, and choosing the position to read
 //! from — the newest manifest's cursor, by GTID or by position
 //! (`source.resume`), or `source.start` on an empty lake.
 
 use std::collections::BTreeMap;
 
-use tracing::info;
+use tracing::{error, info, warn};
 
-use crate::commit::{Manifest, PreparedXa};
-use crate::config::{Config, Resume, StartPosition};
+use super::requests::{self, Adoption};
+use crate::commit::{Cursor, Lake, Manifest, PreparedXa};
+use crate::config::{Config, Resume, SinkConfig, StartPosition};
 use crate::error::{Error, Result};
 use crate::schema::bootstrap;
+use crate::schema::history::SchemaHistory;
+use crate::schema::tracker::{SchemaTracker, StreamPoint};
+use crate::sink;
+use crate::snapshot::SnapshotProgress;
 use crate::source::gtid::GtidState;
 use crate::source::{self, BinlogPosition, ServerInfo, StreamStart};
+use crate::table::{SchemaVersions, TableLogs};
 
 /// What the run learned about its source before streaming.
 pub(super) struct SourceSetup {
@@ -28,9 +35,6 @@ pub(super) struct SourceSetup {
     pub(super) server_charset: String,
 }
 
-/// Connects (or opens the binlog files), checks the source, and decides
-/// where to start: the committed cursor — by GTID or by position, see
-/// `source.resume` — or `source.start` on an empty lake.
 /// The prepared XA transactions a manifest lists, by xid.
 pub(super) fn prepared_xa(committed: Option<&Manifest>) -> BTreeMap<String, PreparedXa> {
     committed
@@ -43,6 +47,9 @@ pub(super) fn prepared_xa(committed: Option<&Manifest>) -> BTreeMap<String, Prep
         .unwrap_or_default()
 }
 
+/// Connects (or opens the binlog files), checks the source, and decides
+/// where to start: the committed cursor — by GTID or by position, see
+/// `source.resume` — or `source.start` on an empty lake.
 pub(super) async fn open_source(
     config: &Config,
     committed: Option<&Manifest>,
@@ -262,5 +269,209 @@ async fn open_offline(
         tables,
         db_charsets,
         server_charset,
+    })
+}
+
+/// Opens the lake and reads its newest manifest, the commit of record.
+/// Refuses a store that cannot put-if-absent (fencing rests on it) and a
+/// lake whose files hold types this release no longer writes.
+pub(super) async fn open_lake(sink_config: &SinkConfig) -> Result<(Lake, Option<Manifest>)> {
+    let lake = Lake::open(sink_config)?;
+    sink::probe_put_if_absent(lake.store.as_ref(), &sink_config.url).await?;
+    lake.remove_old_probe_folder();
+    let newest = lake.newest_seq().await?;
+    info!(seq = ?newest.seq, found_by = ?newest.found_by, requests = newest.requests, "newest manifest");
+    let committed = match newest.seq {
+        Some(seq) => Some(lake.read_manifest(seq).await?),
+        None => None,
+    };
+    if let Some(m) = &committed {
+        if !newest.hint_current {
+            // A lake of an earlier release, or a stale hint: the next start
+            // finds the newest from here.
+            lake.write_hint(m.seq).await;
+        }
+        crate::schema::history::check_lake_types(lake.store.as_ref(), m).await?;
+    }
+    Ok((lake, committed))
+}
+
+/// Where the stream starts, as a position: a GTID start's file is named by
+/// the server when the stream begins, so the committed cursor stands in.
+pub(super) fn start_position(start: &StreamStart, committed: Option<&Manifest>) -> BinlogPosition {
+    match start {
+        StreamStart::Position(p) => p.clone(),
+        StreamStart::Gtid(_) => match committed {
+            Some(m) => BinlogPosition {
+                file: m.cursor.file.clone(),
+                pos: m.cursor.pos,
+            },
+            None => BinlogPosition {
+                file: String::new(),
+                pos: 4,
+            },
+        },
+    }
+}
+
+/// Puts back what the last run left half done, as the newest manifest
+/// says: data files of uncommitted checkpoints removed, the schema history
+/// synchronised with the lake, and the Delta commits missing for committed
+/// manifests made (a failure there stops nothing: the manifests are the
+/// commit of record, and the next checkpoint tries again).
+pub(super) async fn restore(
+    lake: &Lake,
+    committed: Option<&Manifest>,
+    state_dir: &std::path::Path,
+) -> Result<(SchemaHistory, TableLogs)> {
+    // Only what the newest manifest proves uncommittable: files named for a
+    // later checkpoint may belong to a sidecar still running on this lake;
+    // they go after this run's first commit (see `Lake::remove_orphans`).
+    let removed = match committed {
+        Some(m) => lake.remove_orphans(m).await?,
+        None => Vec::new(),
+    };
+    if !removed.is_empty() {
+        info!(
+            files = removed.len(),
+            "removed data files of uncommitted checkpoints"
+        );
+    }
+    // The schema history: roll back versions of uncommitted checkpoints and
+    // rebuild what a lost state dir forgot, then follow the stream.
+    let committed_seq = committed.map(|m| m.seq).unwrap_or(0);
+    let history = SchemaHistory::open(state_dir)?;
+    let report = history
+        .sync_with_lake(lake.store.as_ref(), committed_seq, true)
+        .await?;
+    if report != Default::default() {
+        info!(
+            rolled_back = report.rolled_back,
+            loaded_from_lake = report.loaded,
+            orphans = report.orphans_removed,
+            "schema history synchronised with the lake"
+        );
+    }
+    // Delta commits missing for committed manifests (a crash between the
+    // manifest and them, or a lake of a sluice without Delta logs).
+    let mut table_logs = TableLogs::new();
+    if let Some(m) = committed {
+        let schemas = SchemaVersions::load_all(&history)?;
+        match table_logs
+            .repair(lake.store.as_ref(), lake, m, &schemas)
+            .await
+        {
+            Ok(repaired) if repaired != Default::default() => info!(
+                commits = repaired.commits,
+                logs_built = repaired.built,
+                "Delta logs caught up with the manifests"
+            ),
+            Ok(_) => {}
+            Err(e) if e.kind() == crate::error::ErrorKind::Definite => {
+                error!(kind = %e.kind(), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
+                table_logs.behind = true;
+            }
+            Err(e) => {
+                warn!(kind = %e.kind(), error = %e, "could not make the Delta commits missing for committed manifests; the next checkpoint tries again");
+                table_logs.behind = true;
+            }
+        }
+    }
+    Ok((history, table_logs))
+}
+
+/// The captured tables as the stream starts with them.
+pub(super) struct StartTables {
+    /// Knows every captured table's shape at the start position.
+    pub(super) tracker: SchemaTracker,
+    pub(super) cursor: Cursor,
+    /// Every table's snapshot: on a new lake, of every captured table that
+    /// exists; after a restart, of the tables the newest manifest has not done.
+    pub(super) snapshot_progress: Option<SnapshotProgress>,
+    /// Tables a widened filter added, to be snapshotted.
+    pub(super) widened: Vec<Adoption>,
+}
+
+/// Gives the tracker every captured table's shape at the start: from the
+/// history, from information_schema for tables it does not know yet (an
+/// empty lake, a widened filter), with pending resyncs and changed
+/// `[[columns]]` policies applied at the resume position.
+pub(super) async fn prepare_tables(
+    config: &Config,
+    source: &mut SourceSetup,
+    history: SchemaHistory,
+    committed: Option<&Manifest>,
+    start_position: &BinlogPosition,
+) -> Result<StartTables> {
+    let tables = std::mem::take(&mut source.tables);
+    let mut tracker = SchemaTracker::new(
+        history,
+        config.filter.clone(),
+        std::mem::take(&mut source.db_charsets),
+        std::mem::take(&mut source.server_charset),
+    )?;
+    tracker.set_server_version(&source.server.version);
+    tracker.set_policies(config.columns.clone());
+    let cursor = match committed {
+        Some(m) => m.cursor.clone(),
+        None => Cursor {
+            file: start_position.file.clone(),
+            pos: start_position.pos,
+            gtid: (!source.start_gtid.is_empty()).then(|| source.start_gtid.to_string()),
+            next_seq: 1,
+            next_tx_seq: 1,
+        },
+    };
+    // Tables the history does not know yet start with their shape from
+    // information_schema at this position.
+    let here = StreamPoint {
+        position: start_position.clone(),
+        gtid: cursor.gtid.clone(),
+        timestamp: chrono::Utc::now().timestamp() as u32,
+        tx_seq: cursor.next_tx_seq - 1,
+        checkpoint: committed.map(|m| m.seq).unwrap_or(0) + 1,
+    };
+    let snapshot_progress = match committed {
+        Some(m) => m.snapshot.clone(),
+        None if config.snapshot.initial && config.source.binlog_dir.is_none() => {
+            let names: Vec<(String, String)> = tables.keys().cloned().collect();
+            Some(
+                crate::snapshot::reader::plan(&config.source, config.snapshot.method, &names)
+                    .await?,
+            )
+        }
+        None => None,
+    };
+    // Tables a widened filter added, judged before the bootstrap below
+    // makes the history know them.
+    let widened = requests::widened_tables(committed, tables.keys().cloned(), &tracker)?;
+    for (db, name, _) in widened.iter().filter(|(_, _, known)| *known) {
+        // Captured before: DDL while it was not is missing from its history.
+        tracker.forget(&(db.clone(), name.clone()));
+    }
+    let widened = requests::plan_widened(config, widened).await?;
+    let unknown: Vec<_> = tables
+        .into_values()
+        .filter(|t| !tracker.known(&(t.database.clone(), t.name.clone())))
+        .collect();
+    if !unknown.is_empty() {
+        info!(tables = unknown.len(), at = %source.start, "schema bootstrap from information_schema");
+        tracker.bootstrap(unknown, &here, source.caught_up)?;
+    }
+    let all: Vec<_> = tracker
+        .history()
+        .latest_all()?
+        .into_iter()
+        .map(|v| (v.schema.database, v.schema.name))
+        .collect();
+    tracker.apply_pending_resyncs(&all, &here, "-- sluice schema resync")?;
+    // `[[columns]]` changed since the last run: new versions from here, the
+    // resume position, which the last checkpoint committed.
+    tracker.apply_policies(&here)?;
+    Ok(StartTables {
+        tracker,
+        cursor,
+        snapshot_progress,
+        widened,
     })
 }
