@@ -62,12 +62,14 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         (Some(c), Ok((head, logs))) => lag_bytes(logs, c, head),
         _ => None,
     };
-    // The Delta version of every table folder that has a log.
-    let delta = crate::table::versions(lake.store.as_ref()).await?;
-    // Tables whose Delta log lacks some manifests' commits.
-    let delta_lag = match &manifest {
+    // The Delta version of every table folder that has a log, and the
+    // tables whose Delta log lacks some manifests' commits.
+    let (delta, delta_lag) = match &manifest {
         Some(m) => crate::table::lake_lags(&lake, m).await?,
-        None => Default::default(),
+        None => (
+            crate::table::versions(lake.store.as_ref()).await?,
+            Default::default(),
+        ),
     };
     let current = crate::table::current::current_status(&lake).await?;
     let now = chrono::Utc::now();

@@ -158,8 +158,6 @@ pub(super) fn log_lags(state: &TableState, newest: &Manifest) -> bool {
     behind && state.applied < newest.seq
 }
 
-/// Every table of the lake whose Delta log lags `newest`, by `db.table`:
-/// the manifests after its log's last that have files of it.
 /// The first manifest the lake's lagging changelog logs still need (for
 /// retention): after each lagging log's last, from the first for a table
 /// with data files and no log yet; `None` when no log lags.
@@ -182,8 +180,17 @@ pub async fn delta_needs(lake: &Lake, newest: &Manifest) -> Result<Option<u64>> 
     Ok(need)
 }
 
-pub async fn lake_lags(lake: &Lake, newest: &Manifest) -> Result<BTreeMap<String, DeltaLag>> {
+/// Every table of the lake whose Delta log lags `newest`, by `db.table`:
+/// the manifests after its log's last that have files of it.
+///
+/// Also gives the Delta version of every table folder with a log, read by
+/// the same load (`status` shows both).
+pub async fn lake_lags(
+    lake: &Lake,
+    newest: &Manifest,
+) -> Result<(BTreeMap<String, u64>, BTreeMap<String, DeltaLag>)> {
     let store = lake.store.as_ref();
+    let mut versions = BTreeMap::new();
     // Table folder → (db.table, the last manifest seq its log holds).
     let mut behind: BTreeMap<String, (String, u64)> = BTreeMap::new();
     let mut unreadable: Vec<DeltaLag> = Vec::new();
@@ -208,6 +215,9 @@ pub async fn lake_lags(lake: &Lake, newest: &Manifest) -> Result<BTreeMap<String
                 continue;
             }
         };
+        if let Some(v) = state.version {
+            versions.insert(format!("{db}.{table}"), v);
+        }
         let lags = match state.version {
             None => has_data_files(store, &dir).await?,
             Some(_) => log_lags(&state, newest),
@@ -221,7 +231,7 @@ pub async fn lake_lags(lake: &Lake, newest: &Manifest) -> Result<BTreeMap<String
         .map(|l| (l.table.clone(), l))
         .collect();
     let Some(from) = behind.values().map(|(_, a)| a + 1).min() else {
-        return Ok(out);
+        return Ok((versions, out));
     };
     // Idle manifests, and those below the retention floor, are not read.
     for m in lake.changes_after(from - 1, newest).await?.0 {
@@ -243,7 +253,7 @@ pub async fn lake_lags(lake: &Lake, newest: &Manifest) -> Result<BTreeMap<String
                 });
         }
     }
-    Ok(out)
+    Ok((versions, out))
 }
 
 #[cfg(test)]
