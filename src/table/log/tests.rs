@@ -1,14 +1,16 @@
 use super::*;
 
+/// The `add` of data file `part-<n>.parquet`, of size `n`.
+fn add(n: u64) -> Value {
+    json!({"add": {"path": format!("part-{n}.parquet"), "partitionValues": {}, "size": n,
+           "modificationTime": 1000 + n, "dataChange": true}})
+}
+
 #[tokio::test]
 async fn reads_multi_part_checkpoints_and_refuses_v2_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let store = crate::sink::open_local(dir.path()).unwrap();
     let table = Path::from("db/t");
-    let add = |n: u64| {
-        json!({"add": {"path": format!("part-{n}.parquet"), "partitionValues": {}, "size": n,
-               "modificationTime": 1000 + n, "dataChange": true}})
-    };
     put_commit(store.as_ref(), &table, 0, &[add(1)])
         .await
         .unwrap();
@@ -102,10 +104,6 @@ async fn a_stale_last_checkpoint_is_a_hint_the_load_repairs() {
     let dir = tempfile::tempdir().unwrap();
     let store = crate::sink::open_local(dir.path()).unwrap();
     let table = Path::from("db/t");
-    let add = |n: u64| {
-        json!({"add": {"path": format!("part-{n}.parquet"), "partitionValues": {}, "size": n,
-               "modificationTime": 1000 + n, "dataChange": true}})
-    };
     for v in 0..4 {
         put_commit(store.as_ref(), &table, v, &[add(v)])
             .await
