@@ -59,6 +59,8 @@
 #                            (default: none, so sluice's defaults)
 #   SKIP_BUILD=1             use the sluice binary already built
 #   SLUICE_BIN=PATH          time this sluice binary (no build)
+#   SLUICE_BIN_B=PATH        adds the tool sluice_b: the same run with this other
+#                            binary, interleaved with sluice's (before/after a change)
 #   KEEP=1                   keep the temporary directory (server data, lakes)
 #   CARGO_TARGET_DIR         where cargo builds (default ./target)
 set -euo pipefail
@@ -401,7 +403,7 @@ scrape() {
     done
 }
 
-run_sluice() { # run [http|bare|delta|fold2s|hash|onefail]
+run_sluice() { # run [http|bare|delta|fold2s|hash|onefail|b]
     local tool="sluice" dir="$tmp/sluice.$1" scraper="" http_port no_delta=""
     rm -rf "$dir"
     sluice_config "$dir"
@@ -417,6 +419,11 @@ run_sluice() { # run [http|bare|delta|fold2s|hash|onefail]
     if [ "${2:-}" = fold2s ]; then
         tool="sluice_fold2s"
         printf '\n[current]\nrefresh = "2s"\n' >>"$dir/sluice.toml"
+    fi
+    local bin="$SLUICE"
+    if [ "${2:-}" = b ]; then
+        tool="sluice_b"
+        bin="$SLUICE_BIN_B"
     fi
     local expect_rc=0
     if [ "${2:-}" = onefail ]; then
@@ -436,7 +443,7 @@ run_sluice() { # run [http|bare|delta|fold2s|hash|onefail]
     timed "$tool" "$1" /dev/null env SLUICE_SOURCE_PASSWORD="$DB_PASS" \
         ${no_delta:+SLUICE_BENCH_NO_DELTA=1} \
         bash -c '"$@"; rc=$?; [ "$rc" -eq '"$expect_rc"' ] && exit 0; exit "$rc"' run \
-        "$SLUICE" run --config "$dir/sluice.toml" --until-caught-up
+        "$bin" run --config "$dir/sluice.toml" --until-caught-up
     if [ -n "$scraper" ]; then
         kill "$scraper" 2>/dev/null || true
         wait "$scraper" 2>/dev/null || true
@@ -489,6 +496,7 @@ for i in $(seq 1 "$RUNS"); do
     wants sluice_fold2s && run_sluice "$i" fold2s
     wants sluice_hash && run_sluice "$i" hash
     wants sluice_onefail && run_sluice "$i" onefail
+    if [ -n "${SLUICE_BIN_B:-}" ]; then run_sluice "$i" b; fi
 done
 
 if [ "$PROFILE" = 1 ] && wants sluice && ! command -v perf >/dev/null 2>&1; then

@@ -15,7 +15,7 @@ import statistics
 import sys
 
 ORDER = ["raw", "cdecode", "python", "zongji", "sluice_bare", "sluice_delta", "sluice", "sluice_http",
-         "sluice_fold2s", "sluice_hash", "sluice_onefail"]
+         "sluice_fold2s", "sluice_hash", "sluice_onefail", "sluice_b"]
 
 
 def main():
@@ -48,6 +48,7 @@ def main():
         "sluice_hash": ("sluice, `hash` on bench.wide name and body", "[[columns]] action = \"hash\""),
         "sluice_onefail": ("sluice, one table's Delta log unwritable",
                            "every Delta commit of sbtest.sbtest1 fails; exit 3"),
+        "sluice_b": ("sluice run --until-caught-up, SLUICE_BIN_B", "the same run with the other binary"),
     }
 
     stats = {}
