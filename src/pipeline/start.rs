@@ -1,8 +1,9 @@
-//! Where a run starts: opening the lake, putting back what the last run
-//! left half done, the tables' shapes at the start, connecting to the source (or opening the binlog
-//! files of offline replay), checking it, and choosing the position to read
-//! from — the newest manifest's cursor, by GTID or by position
-//! (`source.resume`), or `source.start` on an empty lake.
+//! Where a run starts: opening the lake, connecting to the source (or
+//! opening the binlog files of offline replay) and checking it, choosing
+//! the position to read from — the newest manifest's cursor, by GTID or by
+//! position (`source.resume`), or `source.start` on an empty lake —,
+//! putting back what the last run left half done, and the tables' shapes
+//! at the start.
 
 use std::collections::BTreeMap;
 
