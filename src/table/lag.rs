@@ -8,7 +8,14 @@ use std::collections::BTreeMap;
 use object_store::path::Path;
 use serde::Serialize;
 
-use super::{by_table, has_data_files, log, table_dirs, table_names, TableState};
+use std::collections::BTreeSet;
+
+use object_store::ObjectStore;
+
+use super::{
+    by_table, has_data_files, log, table_dirs, table_names, RepairReport, SchemaVersions,
+    TableLogs, TableState, REPAIR_KEY, RETRY_FIRST, RETRY_MAX,
+};
 use crate::commit::{Lake, Manifest};
 use crate::error::{Error, Result};
 
@@ -254,6 +261,271 @@ pub async fn lake_lags(
         }
     }
     Ok((versions, out))
+}
+
+/// Catching lagging Delta logs up: at checkpoints, from the tick of an idle
+/// stream, and in full at a start.
+impl TableLogs {
+    /// The Delta commits of manifest `m` while some tables' logs lag (a
+    /// checkpoint after a failure; the start repairs with [`Self::repair`]):
+    /// each lagging table whose wait ran out makes its missing commits in
+    /// manifest order, from the manifests its lag lists, and stops at the
+    /// first failure, which doubles its wait; so a table that keeps failing
+    /// costs one manifest read and one try per wait, not a pass over its
+    /// whole lag at every checkpoint. The tables of `m` that do not lag
+    /// commit as usual. `schemas` must cover `m`'s tables and the lagging.
+    pub async fn commit_lagging(
+        &mut self,
+        store: &dyn ObjectStore,
+        lake: &crate::commit::Lake,
+        m: &Manifest,
+        schemas: &SchemaVersions,
+    ) -> Result<usize> {
+        let mut failed = Vec::new();
+        let mut made = self
+            .catch_up(store, lake, Some(m), schemas, &mut failed)
+            .await;
+        for (key, t) in by_table(m) {
+            if self.lag.lags(&key) {
+                // Its earlier manifests come first: this one waits with them.
+                self.lag.missed_after(&t.dir, (m.seq, &m.committed_at));
+                continue;
+            }
+            match self.commit_table(store, m, &t, schemas).await {
+                Ok(done) => made += usize::from(done),
+                Err(e) => {
+                    self.back_off(&key);
+                    failed.push((t.files[0].table.clone(), e));
+                }
+            }
+        }
+        self.behind = !self.lag.missing().is_empty();
+        first_failure(m.seq, failed).map_or(Ok(made), Err)
+    }
+
+    /// The lagging tables whose wait has run out make their missing commits,
+    /// in manifest order, each stopping at its first failure (which doubles
+    /// its wait). `m` is the manifest just committed, if any (read from
+    /// memory, not the store). Returns the commits made.
+    async fn catch_up(
+        &mut self,
+        store: &dyn ObjectStore,
+        lake: &crate::commit::Lake,
+        m: Option<&Manifest>,
+        schemas: &SchemaVersions,
+        failed: &mut Vec<(String, Error)>,
+    ) -> usize {
+        let mut made = 0;
+        let now = std::time::Instant::now();
+        for (dir, table, seqs) in self.lag.missing() {
+            if self.retry.get(&dir).is_some_and(|(at, _)| *at > now) {
+                continue;
+            }
+            for seq in seqs {
+                let read = match m {
+                    Some(m) if m.seq == seq => Ok(m.clone()),
+                    _ => lake.read_manifest(seq).await,
+                };
+                let older = match read {
+                    Ok(older) => older,
+                    Err(e) => {
+                        failed.push((table.clone(), e));
+                        self.back_off(&dir);
+                        break;
+                    }
+                };
+                let Some(t) = by_table(&older).remove(&dir) else {
+                    self.lag.caught_up_one(&dir, seq);
+                    continue;
+                };
+                match self.commit_table(store, &older, &t, schemas).await {
+                    Ok(done) => made += usize::from(done),
+                    Err(e) => {
+                        failed.push((table.clone(), e));
+                        self.back_off(&dir);
+                        break;
+                    }
+                }
+            }
+            if !self.lag.lags(&dir) {
+                self.retry.remove(&dir);
+            }
+        }
+        made
+    }
+
+    /// Whether some lagging table's wait has run out (an idle stream makes
+    /// no checkpoint to try it at: the tick calls [`Self::retry_lagging`]).
+    pub fn retry_due(&self) -> bool {
+        let now = std::time::Instant::now();
+        self.lag
+            .missing()
+            .iter()
+            .any(|(dir, _, _)| self.retry.get(dir).is_none_or(|(at, _)| *at <= now))
+    }
+
+    /// Tries the lagging tables whose wait has run out, between checkpoints.
+    pub async fn retry_lagging(
+        &mut self,
+        store: &dyn ObjectStore,
+        lake: &crate::commit::Lake,
+        schemas: &SchemaVersions,
+    ) -> Result<usize> {
+        let mut failed = Vec::new();
+        let made = self.catch_up(store, lake, None, schemas, &mut failed).await;
+        self.behind = !self.lag.missing().is_empty();
+        match failed.into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(made),
+        }
+    }
+
+    /// The table folder `dir` failed again: its next try waits twice as long.
+    fn back_off(&mut self, dir: &str) {
+        let failures = self.retry.get(dir).map_or(0, |(_, n)| *n);
+        let wait = RETRY_FIRST
+            .saturating_mul(1 << failures.min(16))
+            .min(RETRY_MAX);
+        self.retry.insert(
+            dir.to_string(),
+            (std::time::Instant::now() + wait, failures + 1),
+        );
+    }
+
+    /// Whether a whole repair may run now (after a failure that no table's
+    /// lag holds, such as a log that cannot be read): it waits like a
+    /// table's retry.
+    pub fn repair_due(&mut self) -> bool {
+        let due = self
+            .retry
+            .get(REPAIR_KEY)
+            .is_none_or(|(at, _)| *at <= std::time::Instant::now());
+        if due {
+            self.back_off(REPAIR_KEY);
+        }
+        due
+    }
+
+    /// Every lagging table may be tried at once (the run's last try).
+    pub fn clear_waits(&mut self) {
+        self.retry.clear();
+    }
+
+    /// The lagging tables that [`Self::commit_lagging`] follows.
+    pub fn has_lags(&self) -> bool {
+        !self.lag.missing().is_empty()
+    }
+
+    /// The `db.table` of every table whose log lags (for the schema
+    /// versions [`Self::commit_lagging`] needs).
+    pub fn lagging_tables(&self) -> Vec<(String, String)> {
+        self.lag
+            .missing()
+            .into_iter()
+            .filter_map(|(dir, _, _)| table_names(&Path::parse(dir).ok()?))
+            .collect()
+    }
+
+    /// Makes the Delta commits missing for manifests up to `newest`: at start
+    /// (a crash between a manifest and its Delta commits, a lake of an
+    /// earlier sluice without logs) and after a Delta commit failed.
+    pub async fn repair(
+        &mut self,
+        store: &dyn ObjectStore,
+        lake: &crate::commit::Lake,
+        newest: &Manifest,
+        schemas: &SchemaVersions,
+    ) -> Result<RepairReport> {
+        let mut report = RepairReport::default();
+        // Tables whose log lacks some manifest: those without a log that have
+        // data files, and those whose newest commit counts fewer rows than
+        // the newest manifest (every manifest that touches a table adds rows).
+        let mut lagging: BTreeMap<String, u64> = BTreeMap::new();
+        let mut failed = Vec::new();
+        for dir in table_dirs(store).await? {
+            let name =
+                table_names(&dir).map_or_else(|| dir.to_string(), |(d, t)| format!("{d}.{t}"));
+            let state = match self.state(store, &dir).await {
+                Ok(state) => state.clone(),
+                Err(e) => {
+                    failed.push((name, e));
+                    continue;
+                }
+            };
+            let duplicates = state
+                .metadata
+                .as_ref()
+                .and_then(|m| m["schemaString"].as_str())
+                .is_some_and(super::legacy_names::has_case_duplicates);
+            if duplicates {
+                if let Err(e) = self.rename_legacy(store, &dir, newest.seq, schemas).await {
+                    failed.push((name, e));
+                    continue;
+                }
+            }
+            match state.version {
+                None => {
+                    if has_data_files(store, &dir).await? {
+                        lagging.insert(dir.to_string(), 0);
+                        report.built += 1;
+                    }
+                }
+                Some(_) => {
+                    if log_lags(&state, newest) {
+                        lagging.insert(dir.to_string(), state.applied);
+                    }
+                }
+            }
+        }
+        // A table the log shows caught up (by another run, say) lags no more.
+        self.lag.keep_only(|dir| lagging.contains_key(dir));
+        let Some(from) = lagging.values().min().map(|a| a + 1) else {
+            self.behind = !failed.is_empty();
+            return first_failure(newest.seq, failed).map_or(Ok(report), Err);
+        };
+        // A table whose commit fails is skipped from then on (its later
+        // manifests count in its lag); the others go on.
+        let mut stuck: BTreeSet<String> = BTreeSet::new();
+        // Idle manifests, and those below the retention floor (retention
+        // keeps every one a lagging log needs), are not read.
+        for m in lake.changes_after(from - 1, newest).await?.0 {
+            for (key, t) in by_table(&m) {
+                if lagging.get(&key).is_none_or(|applied| *applied >= m.seq) {
+                    continue;
+                }
+                if stuck.contains(&key) {
+                    self.lag.missed_after(&t.dir, (m.seq, &m.committed_at));
+                    continue;
+                }
+                match self.commit_table(store, &m, &t, schemas).await {
+                    Ok(true) => report.commits += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        // Its later manifests wait for this one (they
+                        // count in its lag); the other tables go on.
+                        stuck.insert(key);
+                        failed.push((t.files[0].table.clone(), e));
+                    }
+                }
+            }
+        }
+        self.behind = !failed.is_empty();
+        first_failure(newest.seq, failed).map_or(Ok(report), Err)
+    }
+}
+
+/// Logs each table's Delta commit failure, naming the table (a definite
+/// one as an error), and gives the first for the caller to count.
+pub(super) fn first_failure(seq: u64, failed: Vec<(String, Error)>) -> Option<Error> {
+    for (table, e) in &failed {
+        let kind = crate::error::HasKind::error_kind(e);
+        if kind == crate::error::ErrorKind::Definite {
+            tracing::error!(table = %table, seq, %kind, error = %e, "could not make the Delta commit of this table; the other tables go on, and the next checkpoint or start retries it");
+        } else {
+            tracing::warn!(table = %table, seq, %kind, error = %e, "could not make the Delta commit of this table; the other tables go on, and the next checkpoint or start retries it");
+        }
+    }
+    failed.into_iter().next().map(|(_, e)| e)
 }
 
 #[cfg(test)]
