@@ -433,6 +433,17 @@ struct RawFlush {
 }
 
 impl Config {
+    /// The share of `flush.max_buffer_bytes` of the work beside the stream
+    /// (a quarter when folds or compaction are on, else none); the stream's
+    /// buffers get the rest. A fold and a table's compaction take turns
+    /// with it (`pipeline::current::BACKGROUND`).
+    pub fn background_share(&self) -> usize {
+        match self.current.enabled || self.compaction.enabled {
+            true => self.flush.max_buffer_bytes / 4,
+            false => 0,
+        }
+    }
+
     pub fn load(path: &Path) -> Result<Config> {
         let err = |message: String| Error::Config {
             path: path.to_path_buf(),

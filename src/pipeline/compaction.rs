@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
 use crate::commit::Manifest;
-use crate::config::Config;
+use crate::config::CompactionConfig;
 use crate::http::Metrics;
 use crate::table::compaction::{self, CompactionJob};
 
@@ -43,18 +43,26 @@ struct RoundEnd {
 }
 
 impl Compactions {
-    pub fn new(config: &Config, writer: &str) -> Self {
+    /// The rounds of `[compaction]` by `writer`, holding at most
+    /// `memory_budget` bytes; `after_fold` when `[current]` is on (a round
+    /// then waits for the tables' folds).
+    pub fn new(
+        config: &CompactionConfig,
+        writer: &str,
+        after_fold: bool,
+        memory_budget: usize,
+    ) -> Self {
         Compactions {
-            enabled: config.compaction.enabled,
+            enabled: config.enabled,
             job: CompactionJob {
-                target_bytes: config.compaction.target_file_bytes as u64,
-                min_age: config.compaction.min_age,
+                target_bytes: config.target_file_bytes as u64,
+                min_age: config.min_age,
                 writer: writer.to_string(),
-                after_fold: config.current.enabled,
-                memory_budget: super::current::fold_share(config),
+                after_fold,
+                memory_budget,
                 stop: Arc::new(AtomicBool::new(false)),
             },
-            interval: config.compaction.min_age.max(MIN_ROUND_INTERVAL),
+            interval: config.min_age.max(MIN_ROUND_INTERVAL),
             started: None,
             running: None,
             more: false,

@@ -7,6 +7,7 @@
 //! `--until-caught-up` the running fold is awaited and a last one folds up
 //! to the final manifest.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,7 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
 use crate::commit::Manifest;
-use crate::config::{Config, CurrentConfig};
+use crate::config::CurrentConfig;
 use crate::error::Result;
 use crate::schema::history::SchemaHistory;
 use crate::table::current::{fold, FoldJob, FoldReport, FoldTable};
@@ -40,17 +41,6 @@ pub struct CurrentFolds {
     failed: Vec<String>,
 }
 
-/// The share of `flush.max_buffer_bytes` of the work beside the stream (a
-/// quarter when folds or compaction are on, else none); the stream's
-/// buffers get the rest. A fold and a table's compaction take turns with it
-/// ([`BACKGROUND`]).
-pub fn fold_share(config: &Config) -> usize {
-    match config.current.enabled || config.compaction.enabled {
-        true => config.flush.max_buffer_bytes / 4,
-        false => 0,
-    }
-}
-
 /// The slot that a fold, or one table's compaction, holds while it runs:
 /// they share one memory share, and never run at once.
 pub static BACKGROUND: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
@@ -60,8 +50,10 @@ pub static BACKGROUND: tokio::sync::Semaphore = tokio::sync::Semaphore::const_ne
 static RUNNING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl CurrentFolds {
-    pub fn new(config: &Config) -> Self {
-        let spill_dir = config.state_dir.join("fold-spill");
+    /// The folds of `[current]`, spilling under `state_dir` and holding at
+    /// most `memory_budget` bytes ([`Config::background_share`]).
+    pub fn new(config: &CurrentConfig, state_dir: &Path, memory_budget: usize) -> Self {
+        let spill_dir = state_dir.join("fold-spill");
         if RUNNING.load(std::sync::atomic::Ordering::SeqCst) == 0 {
             // Sorted runs of a fold that a crash ended.
             match std::fs::remove_dir_all(&spill_dir) {
@@ -75,8 +67,8 @@ impl CurrentFolds {
             }
         }
         CurrentFolds {
-            config: config.current.clone(),
-            memory_budget: fold_share(config),
+            config: config.clone(),
+            memory_budget,
             spill_dir,
             started: None,
             behind: false,
@@ -310,6 +302,7 @@ fn log_outcome(done: Option<Outcome>, tables: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
     use std::time::Duration;
 
     fn folds() -> CurrentFolds {
@@ -320,7 +313,11 @@ mod tests {
         .unwrap();
         config.current.target_file_bytes = 1 << 20;
         config.current.refresh = Duration::from_secs(60);
-        let mut f = CurrentFolds::new(&config);
+        let mut f = CurrentFolds::new(
+            &config.current,
+            &config.state_dir,
+            config.background_share(),
+        );
         f.tables = vec!["shop.t".into()];
         f
     }

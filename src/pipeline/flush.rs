@@ -16,7 +16,7 @@ use object_store::path::Path;
 use tokio::sync::oneshot;
 use tracing::debug;
 
-use super::{current, xa, Pipeline};
+use super::{xa, Pipeline};
 use crate::batch::savepoint::seq_range;
 use crate::commit::{self, DataFile};
 use crate::error::{Error, Result};
@@ -234,7 +234,7 @@ impl Pipeline<'_> {
     /// of the table buffers and those in flight, and the part of the open
     /// files.
     fn stream_budget(&self) -> (usize, usize) {
-        let limit = self.config.flush.max_buffer_bytes - current::fold_share(self.config);
+        let limit = self.config.flush.max_buffer_bytes - self.config.background_share();
         let files = limit / OPEN_FILES_SHARE;
         (limit - files, files)
     }

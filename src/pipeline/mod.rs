@@ -248,8 +248,13 @@ impl<'c> Pipeline<'c> {
             config,
             lake: b.lake,
             server: b.source.server,
-            compactions: compaction::Compactions::new(config, &writer_id),
-            retention: retention::Retention::new(config),
+            compactions: compaction::Compactions::new(
+                &config.compaction,
+                &writer_id,
+                config.current.enabled,
+                config.background_share(),
+            ),
+            retention: retention::Retention::new(&config.retention, config.current.enabled),
             writer_id,
             tracker: b.tracker,
             plans: HashMap::new(),
@@ -297,7 +302,11 @@ impl<'c> Pipeline<'c> {
             file_ops: HashMap::new(),
             read_ts: 0,
             idle: false,
-            current: current::CurrentFolds::new(config),
+            current: current::CurrentFolds::new(
+                &config.current,
+                &config.state_dir,
+                config.background_share(),
+            ),
             deadline: None,
         }
     }

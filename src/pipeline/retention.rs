@@ -16,7 +16,7 @@ use tracing::{error, info, warn};
 
 use crate::commit::retention::{Needs, RetentionReport};
 use crate::commit::{Lake, Manifest};
-use crate::config::Config;
+use crate::config::RetentionConfig;
 use crate::http::Metrics;
 
 const MIN_ROUND_INTERVAL: Duration = Duration::from_secs(1);
@@ -33,11 +33,13 @@ pub struct Retention {
 }
 
 impl Retention {
-    pub fn new(config: &Config) -> Self {
-        let manifests = config.retention.manifests;
+    /// The rounds of `[retention]`; `current` when `[current]` is on (the
+    /// folds' marks then hold manifests back).
+    pub fn new(config: &RetentionConfig, current: bool) -> Self {
+        let manifests = config.manifests;
         Retention {
             manifests,
-            current: config.current.enabled,
+            current,
             interval: (manifests / 2).clamp(MIN_ROUND_INTERVAL, MAX_ROUND_INTERVAL),
             started: None,
             running: None,
