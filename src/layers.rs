@@ -157,6 +157,49 @@ fn upward_imports(src: &Path) -> Vec<(String, String)> {
     out
 }
 
+/// The files of the Delta implementation of the table format: only they
+/// (and `table/format.rs`, the interface) reach the Delta log module.
+const DELTA_FILES: &[&str] = &[
+    "table/format.rs",
+    "table/log/",
+    "table/cleanup.rs",
+    "table/redact.rs",
+    "table/tombstones.rs",
+];
+
+/// Every production use of the Delta log module (`log::…`, `table::log`)
+/// outside [`DELTA_FILES`]: `(file, use)`.
+fn format_bypasses(src: &Path) -> Vec<(String, String)> {
+    let re = regex::Regex::new(r"(?:\btable::log\b|\bsuper::log\b|(?:^|[^:\w])log::[A-Za-z_]+)")
+        .unwrap();
+    let mut out = Vec::new();
+    for path in module_files(src, "") {
+        let rel = path.strip_prefix(src).unwrap().display().to_string();
+        if DELTA_FILES.iter().any(|d| rel.starts_with(d)) {
+            continue;
+        }
+        let (code, _) = production_code(&fs::read_to_string(&path).unwrap());
+        for m in re.find_iter(&code) {
+            let found = m
+                .as_str()
+                .trim_start_matches(|c: char| !c.is_alphanumeric());
+            out.push((format!("src/{rel}"), found.to_string()));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `(file, import)` pairs one per line, for a failure message.
+fn listed(found: &[(String, String)]) -> String {
+    found
+        .iter()
+        .map(|(file, import)| format!("  {file}: {import}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
 fn every_module_imports_only_modules_below_it() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -176,11 +219,49 @@ fn every_module_imports_only_modules_below_it() {
         upward.is_empty(),
         "imports that run up the layer order ({}):\n{}",
         LAYERS.join(" → "),
-        upward
-            .iter()
-            .map(|(file, import)| format!("  {file}: {import}"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        listed(&upward)
+    );
+}
+
+#[test]
+fn only_the_table_format_reaches_the_delta_log() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let bypasses = format_bypasses(&src);
+    assert!(
+        bypasses.is_empty(),
+        "uses of the Delta log that bypass table::format (TableFormat):\n{}",
+        listed(&bypasses)
+    );
+}
+
+#[test]
+fn the_format_check_sees_a_bypass_and_ignores_tracing_and_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("table/log")).unwrap();
+    fs::write(src.join("table/log/mod.rs"), "pub fn load() {}\n").unwrap();
+    fs::write(
+        src.join("table/format.rs"),
+        "use super::log;\nfn f() { log::load() }\n",
+    )
+    .unwrap();
+    fs::write(
+        src.join("table/fold.rs"),
+        "use super::log::{self, TableState};\nfn g() { tracing::log::info!(); }\n\
+         #[cfg(test)]\nmod tests { fn t() { crate::table::log::load() } }\n",
+    )
+    .unwrap();
+    fs::write(
+        src.join("forget.rs"),
+        "fn h() { crate::table::log::load() }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        format_bypasses(&src),
+        vec![
+            ("src/forget.rs".to_string(), "table::log".to_string()),
+            ("src/table/fold.rs".to_string(), "super::log".to_string()),
+        ]
     );
 }
 

@@ -11,7 +11,9 @@
 //! Data flows `source → decode → batch → sink → commit → table`: the stream
 //! decoded into per-table batches, written as Parquet, committed by a
 //! manifest, then into each table's Delta log and current table. `pipeline`
-//! wires the stages for `sluice run`.
+//! wires the stages for `sluice run`. Inside `table`, every read and write
+//! of a table's metadata goes through `table::format::TableFormat` (the
+//! Delta log is its implementation).
 
 pub mod batch;
 pub mod commit;

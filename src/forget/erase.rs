@@ -46,7 +46,9 @@ use super::matcher::Matcher;
 use crate::error::{Error, Result};
 use crate::table::current::dv;
 use crate::table::files::{open_parquet, open_parquet_leaves, parquet_metadata};
-use crate::table::log::{self, TableState};
+use crate::table::format::{
+    carried_facts, Commit, Operation, Put, TableFormat, TableState, FORMAT,
+};
 use crate::table::stats;
 
 /// Test hook: abort the process at a point of an erasure (`copied`: after
@@ -132,7 +134,7 @@ impl Pass<'_> {
         let mut out = Erased::default();
         let mut tries = 0;
         let state = loop {
-            let state = log::load(self.store.as_ref(), &self.dir, true).await?;
+            let state = FORMAT.load(self.store.as_ref(), &self.dir, true).await?;
             if state.version.is_none() {
                 return Ok(out);
             }
@@ -169,7 +171,7 @@ impl Pass<'_> {
                 }
                 // What the log holds now (the copies live) decides
                 // what is earlier and what an orphan.
-                break log::load(self.store.as_ref(), &self.dir, true).await?;
+                break FORMAT.load(self.store.as_ref(), &self.dir, true).await?;
             }
             for s in &swaps {
                 if let Some((copy, _)) = &s.copy {
@@ -186,8 +188,9 @@ impl Pass<'_> {
         };
         out.files_deleted += self.earlier_files(&state, &mut out.found).await?;
         // The bounds of the replaced files' rows in the log's stats.
-        out.log_files_redacted =
-            crate::table::redact::redact_bounds(self.store.as_ref(), &self.dir, &state).await?;
+        out.log_files_redacted = FORMAT
+            .redact_bounds(self.store.as_ref(), &self.dir, &state)
+            .await?;
         Ok(out)
     }
 
@@ -340,31 +343,30 @@ impl Pass<'_> {
     async fn commit(&self, mut state: TableState, swaps: &[Swap]) -> Result<bool> {
         for _ in 0..TRIES {
             let version = state.version.map_or(0, |v| v + 1);
-            let now = chrono::Utc::now().timestamp_millis();
-            let mut info = crate::table::carried_info(&state);
+            let mut info = carried_facts(&state);
             info["forget"] = self.info.clone();
-            let mut actions = vec![json!({"commitInfo": {
-                "timestamp": now,
-                "operation": "DELETE",
-                "operationParameters": {"predicate": "sluice forget"},
-                "isBlindAppend": false,
-                "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
-                "sluice": info,
-            }})];
+            let mut commit = Commit::new(version, Operation::Erase, info);
             for s in swaps {
-                actions.push(crate::table::current::remove_with(&s.path, &s.add, true));
+                commit
+                    .files
+                    .push(crate::table::current::remove_with(&s.path, &s.add, true));
                 if let Some((_, add)) = &s.copy {
-                    actions.push(add.clone());
+                    commit.files.push(add.clone());
                 }
             }
-            match log::put_commit(self.store.as_ref(), &self.dir, version, &actions).await? {
-                log::Put::Written => {
-                    crate::table::checkpoint_if_due(self.store.as_ref(), &self.dir, version).await;
+            match FORMAT
+                .commit(self.store.as_ref(), &self.dir, &commit)
+                .await?
+            {
+                Put::Written => {
+                    FORMAT
+                        .maintain(self.store.as_ref(), &self.dir, version)
+                        .await;
                     return Ok(true);
                 }
-                log::Put::Unknown(e) => return Err(e),
-                log::Put::Taken => {
-                    state = log::load(self.store.as_ref(), &self.dir, true).await?;
+                Put::Unknown(e) => return Err(e),
+                Put::Taken => {
+                    state = FORMAT.load(self.store.as_ref(), &self.dir, true).await?;
                     let untouched = swaps.iter().all(|s| {
                         state.files.get(&s.path).is_some_and(|live| {
                             live["deletionVector"] == s.add["deletionVector"]

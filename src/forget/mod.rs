@@ -33,7 +33,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::schema_commands as commands;
 use crate::table::current::current_dir;
-use crate::table::log;
+use crate::table::format::{TableFormat, FORMAT};
 use erase::{Kind, Pass};
 use matcher::{Matcher, Named, Names};
 
@@ -247,7 +247,7 @@ pub async fn forget(config: &Config, req: &Request) -> Result<Outcome> {
 
     let store = lake.store.clone();
     let dir = Path::from_iter([db.clone(), table.clone()]);
-    let state = log::load(store.as_ref(), &dir, false).await?;
+    let state = FORMAT.load(store.as_ref(), &dir, false).await?;
     // The cut: after the last manifest the changelog's log holds.
     let cut = match state
         .last_info

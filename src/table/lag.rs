@@ -12,9 +12,10 @@ use std::collections::BTreeSet;
 
 use object_store::ObjectStore;
 
+use super::format::{TableFormat, FORMAT};
 use super::{
-    by_table, has_data_files, log, table_dirs, table_names, RepairReport, SchemaVersions,
-    TableLogs, TableState, REPAIR_KEY, RETRY_FIRST, RETRY_MAX,
+    by_table, has_data_files, table_dirs, table_names, RepairReport, SchemaVersions, TableLogs,
+    TableState, REPAIR_KEY, RETRY_FIRST, RETRY_MAX,
 };
 use crate::commit::{Lake, Manifest};
 use crate::error::{Error, Result};
@@ -175,7 +176,7 @@ pub async fn delta_needs(lake: &Lake, newest: &Manifest) -> Result<Option<u64>> 
         if table_names(&dir).is_none() {
             continue;
         }
-        let state = log::load(store, &dir, false).await?;
+        let state = FORMAT.load(store, &dir, false).await?;
         let from = match state.version {
             None if has_data_files(store, &dir).await? => 1,
             None => continue,
@@ -205,7 +206,7 @@ pub async fn lake_lags(
         let Some((db, table)) = table_names(&dir) else {
             continue;
         };
-        let state = match log::load(store, &dir, false).await {
+        let state = match FORMAT.load(store, &dir, false).await {
             Ok(state) => state,
             // A log that cannot be read (a file where its folder should
             // be, an unreadable checkpoint): named with its error, so that

@@ -8,17 +8,21 @@
 //! The log is written here with the protocol's JSON actions rather than
 //! through `delta_kernel`: the kernel's default engine rebuilds arrow and
 //! parquet with more features and brings reqwest 0.13, chrono-tz and a second
-//! `rand`, several minutes of CI build for a few hundred lines of JSON. All
-//! Delta code lives in this module, so moving to the kernel touches one place.
+//! `rand`, several minutes of CI build for a few hundred lines of JSON. The
+//! rest of `table` reaches the log only through [`format::TableFormat`]
+//! (load, commit, maintain, redact): the Delta log (`log/`, with `cleanup`,
+//! `redact` and `tombstones`) is its one implementation, so moving to the
+//! kernel, or a second format, touches one place.
 
 mod cleanup;
 pub mod compaction;
 pub mod current;
 pub(crate) mod files;
+pub mod format;
 mod lag;
 mod legacy_names;
-pub(crate) mod log;
-pub(crate) mod redact;
+mod log;
+mod redact;
 mod rewrite;
 mod schema;
 pub(crate) mod stats;
@@ -39,6 +43,7 @@ use crate::error::{Error, Result};
 use crate::schema::history::SchemaHistory;
 use legacy_names::LakeNames;
 
+use format::{Commit, Operation, Put, TableFormat, FORMAT};
 use lag::first_failure;
 pub use lag::{delta_needs, lake_lags, DeltaLag};
 pub use log::{TableState, APP_ID, CHECKPOINT_INTERVAL, LOG_DIR};
@@ -199,7 +204,7 @@ impl TableLogs {
     async fn state(&mut self, store: &dyn ObjectStore, dir: &Path) -> Result<&mut TableState> {
         match self.tables.entry(dir.to_string()) {
             Entry::Occupied(known) => Ok(known.into_mut()),
-            Entry::Vacant(new) => Ok(new.insert(log::load(store, dir, false).await?)),
+            Entry::Vacant(new) => Ok(new.insert(FORMAT.load(store, dir, false).await?)),
         }
     }
 
@@ -330,7 +335,9 @@ impl TableLogs {
             if state.applied >= m.seq {
                 return Ok(false);
             }
-            let now = chrono::Utc::now().timestamp_millis();
+            let version = state.version.map_or(0, |v| v + 1);
+            let mut commit = Commit::new(version, Operation::Append, json!({}));
+            let now = commit.now_ms;
             // A table that a RENAME TABLE named: its first version says so.
             let renamed_by = state
                 .version
@@ -345,19 +352,17 @@ impl TableLogs {
                 "rows": m.totals.get(&table_name),
                 "renamed_by": renamed_by,
             });
-            let mut actions = vec![
-                commit_info(now, true, info.clone()),
-                json!({"txn": {"appId": APP_ID, "version": m.seq, "lastUpdated": now}}),
-            ];
+            commit.facts = info.clone();
+            commit.seq = Some(m.seq);
             // Never lower a protocol: a column's type only widens the union.
             let raise = match &state.protocol {
                 None => true,
                 Some(p) => p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64(),
             };
             if raise {
-                actions.push(json!({ "protocol": protocol }));
+                commit.protocol = Some(protocol.clone());
             }
-            let metadata = match &state.metadata {
+            commit.metadata = match &state.metadata {
                 None => Some(json!({
                     "id": uuid::Uuid::new_v4().to_string(),
                     "name": table_name,
@@ -374,11 +379,8 @@ impl TableLogs {
                 }
                 Some(_) => None,
             };
-            if let Some(md) = &metadata {
-                actions.push(json!({ "metaData": md }));
-            }
             for (name, facts) in &adds {
-                actions.push(json!({"add": {
+                commit.files.push(json!({"add": {
                     "path": name,
                     "partitionValues": {},
                     "size": facts.size,
@@ -387,29 +389,28 @@ impl TableLogs {
                     "stats": facts.stats.to_string(),
                 }}));
             }
-            let version = state.version.map_or(0, |v| v + 1);
-            match log::put_commit(store, &t.dir, version, &actions).await? {
-                log::Put::Written => {
+            match FORMAT.commit(store, &t.dir, &commit).await? {
+                Put::Written => {
                     state.version = Some(version);
                     state.applied = m.seq;
                     // What a repair in this run reads to tell whether the
                     // log lags (a stale one would hide a lagging table).
                     state.last_info = Some(info);
-                    if raise {
-                        state.protocol = Some(protocol.clone());
+                    if let Some(p) = commit.protocol {
+                        state.protocol = Some(p);
                     }
-                    if let Some(md) = metadata {
+                    if let Some(md) = commit.metadata {
                         state.metadata = Some(md);
                     }
-                    checkpoint_if_due(store, &t.dir, version).await;
+                    FORMAT.maintain(store, &t.dir, version).await;
                     return Ok(true);
                 }
-                log::Put::Unknown(e) => {
+                Put::Unknown(e) => {
                     // Whether it landed, the next load of the log says.
                     self.tables.remove(&t.dir.to_string());
                     return Err(e);
                 }
-                log::Put::Taken => {
+                Put::Taken => {
                     // Another try of ours that landed, or a second sidecar's
                     // repair: read the log again, the txn says which.
                     tries += 1;
@@ -458,26 +459,26 @@ impl TableLogs {
         };
         let mut tries = 0;
         loop {
-            let live = log::load(store, dir, true).await?;
+            let live = FORMAT.load(store, dir, true).await?;
             let version = live.version.map_or(0, |v| v + 1);
-            let now = chrono::Utc::now().timestamp_millis();
-            let mut actions = vec![commit_info(
-                now,
-                false,
+            let mut commit = Commit::new(
+                version,
+                Operation::Overwrite,
                 json!({
                     "table": table_name,
                     "rewritten": why,
                 }),
-            )];
+            );
+            let now = commit.now_ms;
             let raise = live.protocol.as_ref().is_none_or(|p| {
                 p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64()
             });
             if raise {
-                actions.push(json!({ "protocol": protocol }));
+                commit.protocol = Some(protocol.clone());
             }
             let mut metadata = live.metadata.clone().unwrap_or_default();
             metadata["schemaString"] = json!(schema_string);
-            actions.push(json!({ "metaData": metadata }));
+            commit.metadata = Some(metadata);
             let mut copies = 0;
             let mut written = Vec::new();
             for path in live.files.keys() {
@@ -498,18 +499,18 @@ impl TableLogs {
                 }
                 let copy =
                     rewrite::copy_conformed(store, dir, path, fields, version, names).await?;
-                actions.push(rewrite::remove_action(path, now, &copy));
-                actions.push(rewrite::add_action(&copy));
+                commit.files.push(rewrite::remove_action(path, now, &copy));
+                commit.files.push(rewrite::add_action(&copy));
                 written.push(copy.path);
                 copies += 1;
             }
-            match log::put_commit(store, dir, version, &actions).await? {
-                log::Put::Written => {
+            match FORMAT.commit(store, dir, &commit).await? {
+                Put::Written => {
                     tracing::info!(table = %table_name, version, files = copies, "the Delta table's files are rewritten: {why}");
-                    checkpoint_if_due(store, dir, version).await;
+                    FORMAT.maintain(store, dir, version).await;
                     break;
                 }
-                log::Put::Taken => {
+                Put::Taken => {
                     // A compaction of this table beside the stream, or
                     // another writer: the copies are no one's, and the
                     // files to copy are read again from the newer log.
@@ -528,7 +529,7 @@ impl TableLogs {
                     self.tables.remove(&dir.to_string());
                     continue;
                 }
-                log::Put::Unknown(e) => {
+                Put::Unknown(e) => {
                     self.tables.remove(&dir.to_string());
                     return Err(e);
                 }
@@ -577,90 +578,6 @@ impl TableLogs {
     }
 }
 
-/// The `commitInfo` action of a commit sluice writes: an append (the
-/// changelog) or an overwrite (a rewrite, a fold), with sluice's own facts.
-pub(crate) fn commit_info(
-    now_ms: i64,
-    append: bool,
-    sluice: serde_json::Value,
-) -> serde_json::Value {
-    json!({"commitInfo": {
-        "timestamp": now_ms,
-        "operation": "WRITE",
-        "operationParameters": {"mode": if append { "Append" } else { "Overwrite" }},
-        "isBlindAppend": append,
-        "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
-        "sluice": sluice,
-    }})
-}
-
-/// The facts of a table's last manifest commit, which a commit that keeps
-/// the table's rows (a compaction) or only takes some away (an erasure)
-/// carries over: a repair tells a lagging log by them.
-pub(crate) fn carried_info(state: &log::TableState) -> serde_json::Value {
-    let last = state
-        .last_info
-        .clone()
-        .unwrap_or_else(|| serde_json::json!({}));
-    let mut info = serde_json::json!({});
-    for key in ["seq", "table", "committed_at", "cursor", "rows"] {
-        if let Some(v) = last.get(key) {
-            info[key] = v.clone();
-        }
-    }
-    info
-}
-
-/// Test hook: a Delta checkpoint every this many versions instead of
-/// [`CHECKPOINT_INTERVAL`], so that tests meet checkpoints in few commits.
-pub const CHECKPOINT_INTERVAL_ENV: &str = "SLUICE_TEST_CHECKPOINT_INTERVAL";
-
-fn checkpoint_interval() -> u64 {
-    std::env::var(CHECKPOINT_INTERVAL_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(CHECKPOINT_INTERVAL)
-}
-
-/// After `version` of the table at `dir` committed: a Delta checkpoint
-/// every [`CHECKPOINT_INTERVAL`] versions. A failure is logged only (readers
-/// replay the commits instead).
-pub(crate) async fn checkpoint_if_due(store: &dyn ObjectStore, dir: &Path, version: u64) {
-    if version > 0 && version % checkpoint_interval() == 0 {
-        if let Err(e) = checkpoint(store, dir, version).await {
-            tracing::warn!(%dir, version, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not write a Delta checkpoint; readers replay the commits instead");
-        }
-    }
-}
-
-async fn checkpoint(store: &dyn ObjectStore, dir: &Path, version: u64) -> Result<()> {
-    let state = log::load(store, dir, true).await?;
-    if state.version != Some(version) {
-        // A newer version exists already: its writer checkpoints.
-        return Ok(());
-    }
-    let now = chrono::Utc::now().timestamp_millis();
-    // The expired data files go before the checkpoint that forgets them.
-    let files = cleanup::expired_data_files(store, dir, &state, now)
-        .await
-        .unwrap_or_else(|e| {
-            tracing::warn!(%dir, version, error = %e, "could not delete the files removed from the Delta table longer ago than its retention; the next checkpoint tries again");
-            0
-        });
-    log::write_checkpoint(store, dir, &state, version, now).await?;
-    let logs = cleanup::expired_log(store, dir, state.metadata.as_ref(), version, now)
-        .await
-        .unwrap_or_else(|e| {
-            tracing::warn!(%dir, version, error = %e, "could not delete the Delta log files older than its retention; the next checkpoint tries again");
-            0
-        });
-    if files + logs > 0 {
-        tracing::info!(%dir, version, data_files = files, log_files = logs, "deleted what the Delta table no longer needs (removed files and log entries past its retention)");
-    }
-    Ok(())
-}
-
 /// The table folders `<db>/<table>` of the lake (folders starting with `_`
 /// belong to sluice or to a table's Delta log).
 async fn table_dirs(store: &dyn ObjectStore) -> Result<Vec<Path>> {
@@ -697,7 +614,7 @@ pub async fn versions(store: &dyn ObjectStore) -> Result<BTreeMap<String, u64>> 
     for dir in table_dirs(store).await? {
         // A log that cannot be read has no version to show; `lake_lags`
         // names it with its error.
-        let Ok(state) = log::load(store, &dir, false).await else {
+        let Ok(state) = FORMAT.load(store, &dir, false).await else {
             continue;
         };
         if let (Some(v), Some((db, table))) = (state.version, table_names(&dir)) {

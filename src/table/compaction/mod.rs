@@ -43,7 +43,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::AsyncArrowWriter;
 use serde_json::{json, Value};
 
-use super::log::{self, TableState};
+use super::format::{carried_facts, Commit, Operation, Put, TableFormat, TableState, FORMAT};
 use crate::commit::Lake;
 use crate::error::{Error, Result};
 use merge::{Input, SeqMerge};
@@ -167,7 +167,7 @@ pub async fn compact_table(
     job: &CompactionJob,
 ) -> Result<CompactionReport> {
     let mut report = CompactionReport::default();
-    let state = log::load(store.as_ref(), dir, true).await?;
+    let state = FORMAT.load(store.as_ref(), dir, true).await?;
     if state.version.is_none() {
         return Ok(report);
     }
@@ -410,19 +410,19 @@ async fn commit(
 ) -> std::result::Result<Option<usize>, Uncommitted> {
     let mut tries = 0;
     loop {
-        let state = log::load(store, dir, true).await?;
+        let state = FORMAT.load(store, dir, true).await?;
         if inputs.iter().any(|f| !state.files.contains_key(&f.path)) {
             tracing::info!(table = %dir, "the table's files changed during its compaction; it waits for the next round");
             return Ok(None);
         }
         let version = state.version.map_or(0, |v| v + 1);
-        let actions = actions(&state, inputs, added, job);
-        match log::put_commit(store, dir, version, &actions).await? {
-            log::Put::Written => {
-                super::checkpoint_if_due(store, dir, version).await;
+        let commit = compaction_commit(&state, version, inputs, added, job);
+        match FORMAT.commit(store, dir, &commit).await? {
+            Put::Written => {
+                FORMAT.maintain(store, dir, version).await;
                 return Ok(Some(state.files.len() - inputs.len() + added.len()));
             }
-            log::Put::Taken => {
+            Put::Taken => {
                 tries += 1;
                 if tries >= CONFLICT_TRIES {
                     return Err(Uncommitted::Failed(Error::Lake(format!(
@@ -430,28 +430,31 @@ async fn commit(
                     ))));
                 }
             }
-            log::Put::Unknown(e) => return Err(Uncommitted::Unknown(e)),
+            Put::Unknown(e) => return Err(Uncommitted::Unknown(e)),
         }
     }
 }
 
-fn actions(
+/// The commit at `version` that swaps `inputs` for `added`, carrying the
+/// facts of the table's last manifest commit.
+fn compaction_commit(
     state: &TableState,
+    version: u64,
     inputs: &[&LiveFile],
     added: &[Added],
     job: &CompactionJob,
-) -> Vec<Value> {
-    let now = chrono::Utc::now().timestamp_millis();
-    let mut info = super::carried_info(state);
+) -> Commit {
+    let mut info = carried_facts(state);
     info["compacted"] = json!({"files_removed": inputs.len(), "files_added": added.len()});
-    let mut out = vec![json!({"commitInfo": {
-        "timestamp": now,
-        "operation": "OPTIMIZE",
-        "operationParameters": {"targetSize": job.target_bytes.to_string()},
-        "isBlindAppend": false,
-        "engineInfo": format!("sluice/{}", env!("CARGO_PKG_VERSION")),
-        "sluice": info,
-    }})];
+    let mut commit = Commit::new(
+        version,
+        Operation::Compact {
+            target_bytes: job.target_bytes,
+        },
+        info,
+    );
+    let now = commit.now_ms;
+    let out = &mut commit.files;
     let removed: BTreeSet<&str> = inputs.iter().map(|f| f.path.as_str()).collect();
     for path in removed {
         out.push(json!({"remove": {
@@ -473,7 +476,7 @@ fn actions(
             "stats": a.stats.to_string(),
         }}));
     }
-    out
+    commit
 }
 
 /// `db.table` of a table folder, for logs and metrics.
@@ -489,6 +492,7 @@ pub async fn changelog_tables(store: &dyn ObjectStore) -> Result<Vec<Path>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::log;
     use arrow::array::{ArrayRef, Int64Array, RecordBatch};
 
     /// A changelog table of three small files, one Delta version each.

@@ -715,13 +715,11 @@ pub(super) async fn fold_table(
         // current when its changelog has nothing after the folded seq).
         return Ok(report);
     }
-    let mut actions = commit_head(ctx, t, "fold");
-    if let Some(protocol) = raise {
-        actions.push(json!({ "protocol": protocol }));
-    }
-    if let Some(md) = metadata {
-        actions.push(json!({ "metaData": md }));
-    }
+    let version = state.version.map_or(0, |v| v + 1);
+    let mut commit = fold_commit(ctx, t, version, "fold");
+    commit.protocol = raise;
+    commit.metadata = metadata;
+    let actions = &mut commit.files;
     for p in &logged_removes {
         report.files_removed += 1;
         report.bytes_removed += state.files[*p]["size"].as_u64().unwrap_or(0);
@@ -752,8 +750,7 @@ pub(super) async fn fold_table(
         report.bytes_added += add["add"]["size"].as_u64().unwrap_or(0);
     }
     actions.extend(adds);
-    let version = state.version.map_or(0, |v| v + 1);
-    if let Err(u) = commit(ctx, &dir, version, actions).await {
+    if let Err(u) = write(ctx, &dir, &commit).await {
         // Only a commit known not to be in the log frees its files: after an
         // answer that was lost, the version may name them.
         if !u.may_have_landed {

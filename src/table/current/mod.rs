@@ -43,7 +43,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde_json::{json, Value};
 
-use super::log::{self, TableState};
+use super::format::{Commit, Operation, Put, TableFormat, TableState, FORMAT};
 use crate::commit::{stored_path, DataFile, Lake, Manifest};
 use crate::error::{Error, Result};
 use crate::schema::history::TableVersion;
@@ -269,7 +269,9 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
     let mut states: HashMap<String, TableState> = HashMap::new();
     let mut from = u64::MAX;
     for t in &job.tables {
-        let state = log::load(store.as_ref(), &current_dir(&t.db, &t.table), true).await?;
+        let state = FORMAT
+            .load(store.as_ref(), &current_dir(&t.db, &t.table), true)
+            .await?;
         let folded = folded_seq(&state);
         // Where the changes a table lacks begin: after its last fold, and
         // none before the last complete fold (`mark`). A table without a
@@ -375,7 +377,8 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
                     match result {
                         Err(Error::Lake(m)) if m.ends_with(TAKEN) && tries < FOLD_TRIES => {
                             tracing::info!(table = %name, "another writer committed to the current table during the fold; folding again on top of it");
-                            own = log::load(store.as_ref(), &current_dir(&t.db, &t.table), true)
+                            own = FORMAT
+                                .load(store.as_ref(), &current_dir(&t.db, &t.table), true)
                                 .await?;
                         }
                         other => break other,
@@ -544,7 +547,7 @@ async fn read_changes(
 /// dropped) ends the current table.
 async fn end_table(ctx: &Ctx<'_>, t: &FoldTable) -> Result<FoldReport> {
     let dir = current_dir(&t.db, &t.table);
-    let state = log::load(ctx.store.as_ref(), &dir, true).await?;
+    let state = FORMAT.load(ctx.store.as_ref(), &dir, true).await?;
     let Some(version) = state.version else {
         return Ok(FoldReport::default());
     };
@@ -552,35 +555,34 @@ async fn end_table(ctx: &Ctx<'_>, t: &FoldTable) -> Result<FoldReport> {
         return Ok(FoldReport::default());
     }
     let mut report = FoldReport::default();
-    let mut actions = commit_head(ctx, t, "end");
+    let mut commit = fold_commit(ctx, t, version + 1, "end");
     for (path, add) in &state.files {
         report.files_removed += 1;
         report.bytes_removed += add["size"].as_u64().unwrap_or(0);
-        actions.push(remove_action(path, add));
+        commit.files.push(remove_action(path, add));
     }
-    commit(ctx, &dir, version + 1, actions)
-        .await
-        .map_err(|u| u.error)?;
+    write(ctx, &dir, &commit).await.map_err(|u| u.error)?;
     report.commits = 1;
     Ok(report)
 }
 
-fn commit_head(ctx: &Ctx<'_>, t: &FoldTable, kind: &str) -> Vec<Value> {
-    let now = chrono::Utc::now().timestamp_millis();
-    vec![
-        super::commit_info(
-            now,
-            false,
-            json!({
-                "seq": ctx.s1,
-                "table": t.name(),
-                "fold": kind,
-                "committed_at": ctx.target.committed_at,
-                "cursor": ctx.target.cursor,
-            }),
-        ),
-        json!({"txn": {"appId": APP_ID, "version": ctx.s1, "lastUpdated": now}}),
-    ]
+/// The commit at `version` of a fold (`kind`: "fold", "purge", "end") of
+/// `t`'s changes up to the fold's target, with no files yet.
+fn fold_commit(ctx: &Ctx<'_>, t: &FoldTable, version: u64, kind: &str) -> Commit {
+    let mut commit = Commit::new(
+        version,
+        Operation::Overwrite,
+        json!({
+            "seq": ctx.s1,
+            "table": t.name(),
+            "fold": kind,
+            "committed_at": ctx.target.committed_at,
+            "cursor": ctx.target.cursor,
+        }),
+    );
+    commit.seq = Some(ctx.s1);
+    commit.app_id = APP_ID;
+    commit
 }
 
 fn remove_action(path: &str, add: &Value) -> Value {
@@ -622,28 +624,25 @@ impl From<Error> for Uncommitted {
     }
 }
 
-async fn commit(
-    ctx: &Ctx<'_>,
-    dir: &Path,
-    version: u64,
-    actions: Vec<Value>,
-) -> std::result::Result<(), Uncommitted> {
-    match log::put_commit(ctx.store.as_ref(), dir, version, &actions).await? {
-        log::Put::Written => {}
-        log::Put::Taken => {
+/// Writes a fold's `commit`; the upkeep due after it follows.
+async fn write(ctx: &Ctx<'_>, dir: &Path, commit: &Commit) -> std::result::Result<(), Uncommitted> {
+    let version = commit.version;
+    match FORMAT.commit(ctx.store.as_ref(), dir, commit).await? {
+        Put::Written => {}
+        Put::Taken => {
             return Err(Error::Lake(format!(
                 "current table {dir}: Delta version {version}{TAKEN}"
             ))
             .into())
         }
-        log::Put::Unknown(error) => {
+        Put::Unknown(error) => {
             return Err(Uncommitted {
                 error,
                 may_have_landed: true,
             })
         }
     }
-    super::checkpoint_if_due(ctx.store.as_ref(), dir, version).await;
+    FORMAT.maintain(ctx.store.as_ref(), dir, version).await;
     Ok(())
 }
 
@@ -716,6 +715,7 @@ enum Start {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::log;
 
     #[test]
     fn names_and_hex_round_trip() {

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use object_store::ObjectStore;
 use serde::Serialize;
 
-use super::{folded_seq, log, CURRENT_DIR};
+use super::{folded_seq, CURRENT_DIR};
 use crate::commit::Lake;
 use crate::error::Result;
+use crate::table::format::{TableFormat, FORMAT};
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct CurrentStatus {
@@ -45,7 +46,7 @@ pub async fn current_status(lake: &Lake) -> Result<BTreeMap<String, CurrentStatu
             };
             // One log that cannot be read is named with its error; the
             // others are still reported.
-            let state = match log::load(store, &dir, false).await {
+            let state = match FORMAT.load(store, &dir, false).await {
                 Ok(state) => state,
                 Err(e) => {
                     out.insert(
@@ -68,7 +69,8 @@ pub async fn current_status(lake: &Lake) -> Result<BTreeMap<String, CurrentStatu
             // The changelog's last manifest with files of the table.
             let changelog = object_store::path::Path::from_iter([db_name.as_str(), table.as_str()]);
             // (A changelog log that cannot be read is reported on its own.)
-            let applied = log::load(store, &changelog, false)
+            let applied = FORMAT
+                .load(store, &changelog, false)
                 .await
                 .map_or(seq, |s| s.applied);
             let (lag_manifests, lag_seconds) = if applied > seq {

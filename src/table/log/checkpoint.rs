@@ -230,3 +230,53 @@ pub async fn write_checkpoint(
         .await?;
     Ok(())
 }
+
+/// Test hook: a Delta checkpoint every this many versions instead of
+/// [`CHECKPOINT_INTERVAL`], so that tests meet checkpoints in few commits.
+pub const CHECKPOINT_INTERVAL_ENV: &str = "SLUICE_TEST_CHECKPOINT_INTERVAL";
+
+fn checkpoint_interval() -> u64 {
+    std::env::var(CHECKPOINT_INTERVAL_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(CHECKPOINT_INTERVAL)
+}
+
+/// After `version` of the table at `dir` committed: a Delta checkpoint
+/// every [`CHECKPOINT_INTERVAL`] versions. A failure is logged only (readers
+/// replay the commits instead).
+pub(crate) async fn checkpoint_if_due(store: &dyn ObjectStore, dir: &Path, version: u64) {
+    if version > 0 && version % checkpoint_interval() == 0 {
+        if let Err(e) = checkpoint(store, dir, version).await {
+            tracing::warn!(%dir, version, kind = %crate::error::HasKind::error_kind(&e), error = %e, "could not write a Delta checkpoint; readers replay the commits instead");
+        }
+    }
+}
+
+async fn checkpoint(store: &dyn ObjectStore, dir: &Path, version: u64) -> Result<()> {
+    let state = load(store, dir, true).await?;
+    if state.version != Some(version) {
+        // A newer version exists already: its writer checkpoints.
+        return Ok(());
+    }
+    let now = chrono::Utc::now().timestamp_millis();
+    // The expired data files go before the checkpoint that forgets them.
+    let files = crate::table::cleanup::expired_data_files(store, dir, &state, now)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(%dir, version, error = %e, "could not delete the files removed from the Delta table longer ago than its retention; the next checkpoint tries again");
+            0
+        });
+    write_checkpoint(store, dir, &state, version, now).await?;
+    let logs = crate::table::cleanup::expired_log(store, dir, state.metadata.as_ref(), version, now)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(%dir, version, error = %e, "could not delete the Delta log files older than its retention; the next checkpoint tries again");
+            0
+        });
+    if files + logs > 0 {
+        tracing::info!(%dir, version, data_files = files, log_files = logs, "deleted what the Delta table no longer needs (removed files and log entries past its retention)");
+    }
+    Ok(())
+}

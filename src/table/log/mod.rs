@@ -20,6 +20,8 @@ use crate::error::{Error, Result};
 use crate::sink::conditional::{put_if_absent, Created};
 
 mod checkpoint;
+pub(crate) use checkpoint::checkpoint_if_due;
+#[cfg(test)]
 pub use checkpoint::write_checkpoint;
 pub(crate) use checkpoint::{encode_checkpoint, read_checkpoint};
 

@@ -89,7 +89,7 @@ pub(super) async fn live_sources(
     let mut replaced_any = false;
     for (dir, files) in by_dir {
         let dir = Path::from(dir);
-        let state = log::load(ctx.store.as_ref(), &dir, true).await?;
+        let state = FORMAT.load(ctx.store.as_ref(), &dir, true).await?;
         let mut replaced: Vec<SeqRange> = Vec::new();
         let mut direct = std::collections::BTreeSet::new();
         for (seq, f) in files {

@@ -64,7 +64,7 @@ pub(super) async fn purge(
     dir: &Path,
     report: &mut FoldReport,
 ) -> Result<()> {
-    let state = log::load(ctx.store.as_ref(), dir, true).await?;
+    let state = FORMAT.load(ctx.store.as_ref(), dir, true).await?;
     let Some(version) = state.version else {
         return Ok(());
     };
@@ -127,13 +127,13 @@ pub(super) async fn purge(
         }
         return Err(e);
     }
-    let mut actions = commit_head(ctx, t, "purge");
+    let mut commit = fold_commit(ctx, t, version + 1, "purge");
     for p in &picked {
-        actions.push(remove_with(p, &state.files[p], false));
+        commit.files.push(remove_with(p, &state.files[p], false));
     }
     let added = adds.len();
-    actions.extend(adds);
-    match commit(ctx, dir, version + 1, actions).await {
+    commit.files.extend(adds);
+    match write(ctx, dir, &commit).await {
         Ok(()) => {
             report.files_purged += picked.len();
             report.files_added += added;
