@@ -282,6 +282,72 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
     );
 }
 
+/// Changes that net to nothing between two folds (rows inserted and deleted
+/// again) still move the folded seq: the
+/// fold records it in a version without files, and `status` calls the table
+/// current. A table the stream did not touch gets no version.
+#[test]
+fn changes_that_net_to_nothing_still_move_the_folded_seq() {
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.t (id INT PRIMARY KEY, v INT);
+         CREATE TABLE shop.o (id INT PRIMARY KEY, v INT);",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.extra = "[current]\nenabled = true\nrefresh = \"1s\"\n".into();
+    db.sql("INSERT INTO shop.t VALUES (1, 10), (2, 20); INSERT INTO shop.o VALUES (1, 1);");
+    sluice.run_until_caught_up_ok();
+    let t_dir = current_dir(lake.path(), &db, "t");
+    let o_dir = current_dir(lake.path(), &db, "o");
+    let before = folded_seqs(&t_dir);
+    let o_before = folded_seqs(&o_dir);
+
+    // Transactions of their own: each a manifest with files of shop.t.
+    for round in 0..3 {
+        db.sql(&format!(
+            "INSERT INTO shop.t VALUES ({id}, 5);
+             UPDATE shop.t SET v = 6 WHERE id = {id};
+             DELETE FROM shop.t WHERE id = {id};",
+            id = 100 + round
+        ));
+    }
+    sluice.run_until_caught_up_ok();
+    let after = folded_seqs(&t_dir);
+    assert_eq!(after.len(), before.len() + 1, "one new version: {after:?}");
+    let (version, seq) = *after.last().unwrap();
+    let commits = delta_commits(&t_dir);
+    let actions = &commits.last().unwrap().1;
+    assert!(
+        actions
+            .iter()
+            .all(|a| a.get("add").is_none() && a.get("remove").is_none()),
+        "version {version} changes no file: {actions:?}"
+    );
+    let status = sluice.status_json();
+    let t_status = &status["current_tables"]["shop.t"];
+    assert_eq!(t_status["lag_manifests"], 0, "{status}");
+    assert_eq!(t_status["seq"].as_u64().unwrap(), seq, "{status}");
+    assert!(seq > before.last().unwrap().1, "{before:?} → {after:?}");
+    let text = sluice.run_args(&["status"], &[]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("shop.t ") && l.contains(" seq "))
+        .unwrap_or_else(|| panic!("no current-table line for shop.t:\n{text}"));
+    assert!(line.ends_with("current"), "{line}");
+    // The stream never touched shop.o: no version for it.
+    assert_eq!(folded_seqs(&o_dir), o_before);
+    let cols = ["id", "v"];
+    assert_same_table(
+        "shop.t",
+        &source_rows(&db, "t", &cols),
+        &current_rows(&t_dir, &cols, None),
+    );
+}
+
 /// A table without a primary key is keyed by its first NOT NULL unique key,
 /// as InnoDB keys it; a nullable unique key keys nothing (any number of rows
 /// may have a NULL there).

@@ -710,9 +710,12 @@ pub(super) async fn fold_table(
         && logged_removes.is_empty()
         && marked.is_empty()
         && metadata.is_none()
+        && !files.iter().any(|(seq, _)| *seq > folded)
     {
-        // Nothing changed: no new version (`status` counts the table as
-        // current when its changelog has nothing after the folded seq).
+        // Nothing changed and no change was read: no new version. Changes
+        // that net to nothing (rows inserted and deleted again) still get
+        // one, with no files, that records the seq they reach: `status`
+        // would otherwise call the table behind its changelog.
         return Ok(report);
     }
     let version = state.version.map_or(0, |v| v + 1);
