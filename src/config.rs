@@ -240,6 +240,9 @@ pub struct SinkConfig {
     pub s3: S3Overrides,
     /// Data files at least this large are uploaded in parts.
     pub multipart_threshold: usize,
+    /// `requests_in_flight`: how many tables' store work (their Delta
+    /// commits, their start-up reads) runs at once.
+    pub requests_in_flight: usize,
 }
 
 /// The lake root parsed from `[sink] url`.
@@ -273,6 +276,10 @@ const MAX_SQL_BYTES: usize = 1 << 30;
 
 /// Default of `[sink] multipart_threshold`.
 pub const DEFAULT_MULTIPART_THRESHOLD: usize = 16 << 20;
+/// Default of `[sink] requests_in_flight`.
+pub const DEFAULT_REQUESTS_IN_FLIGHT: usize = 32;
+/// Upper bound of `[sink] requests_in_flight`.
+const MAX_REQUESTS_IN_FLIGHT: usize = 1024;
 
 #[derive(Debug, Clone)]
 pub struct FlushPolicy {
@@ -416,6 +423,7 @@ struct RawSink {
     region: Option<String>,
     allow_http: Option<bool>,
     multipart_threshold: Option<String>,
+    requests_in_flight: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -843,6 +851,15 @@ fn parse_sink(raw: RawSink) -> std::result::Result<SinkConfig, String> {
             "sink.multipart_threshold: must be at most 5GiB (the largest single S3 PUT)".into(),
         );
     }
+    let requests_in_flight = match raw.requests_in_flight {
+        None => DEFAULT_REQUESTS_IN_FLIGHT,
+        Some(n) if (1..=MAX_REQUESTS_IN_FLIGHT as i64).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(format!(
+                "sink.requests_in_flight: {n} is out of range; use 1 to {MAX_REQUESTS_IN_FLIGHT} (default {DEFAULT_REQUESTS_IN_FLIGHT})"
+            ))
+        }
+    };
     Ok(SinkConfig {
         location,
         url: raw.url,
@@ -852,6 +869,7 @@ fn parse_sink(raw: RawSink) -> std::result::Result<SinkConfig, String> {
             allow_http: raw.allow_http,
         },
         multipart_threshold,
+        requests_in_flight,
     })
 }
 

@@ -294,6 +294,18 @@ fn sink_keys() {
     assert!(err.starts_with("sink.endpoint: "), "{err}");
     let err = Config::parse(&format!("{s3}multipart_threshold = \"1MiB\"\n")).unwrap_err();
     assert!(err.starts_with("sink.multipart_threshold: "), "{err}");
+    assert_eq!(c.sink.requests_in_flight, 32);
+    let c = Config::parse(&format!("{s3}requests_in_flight = 1\n")).unwrap();
+    assert_eq!(c.sink.requests_in_flight, 1);
+    for bad in ["0", "-3", "1025"] {
+        let err = Config::parse(&format!("{s3}requests_in_flight = {bad}\n")).unwrap_err();
+        assert!(
+            err.starts_with("sink.requests_in_flight: ") && err.contains("1 to 1024"),
+            "{err}"
+        );
+    }
+    let err = Config::parse(&format!("{s3}requests_in_flight = \"32\"\n")).unwrap_err();
+    assert!(err.contains("requests_in_flight"), "{err}");
 }
 
 #[test]

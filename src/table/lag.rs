@@ -12,10 +12,9 @@ use std::collections::BTreeSet;
 
 use object_store::ObjectStore;
 
-use super::format::{TableFormat, FORMAT};
 use super::{
-    by_table, has_data_files, table_dirs, table_names, RepairReport, SchemaVersions, TableLogs,
-    TableState, REPAIR_KEY, RETRY_FIRST, RETRY_MAX,
+    by_table, has_data_files, load_logs, table_dirs, table_logs, table_names, RepairReport,
+    SchemaVersions, TableLogs, TableState, REPAIR_KEY, RETRY_FIRST, RETRY_MAX,
 };
 use crate::commit::{Lake, Manifest};
 use crate::error::{Error, Result};
@@ -169,14 +168,11 @@ pub(super) fn log_lags(state: &TableState, newest: &Manifest) -> bool {
 /// The first manifest the lake's lagging changelog logs still need (for
 /// retention): after each lagging log's last, from the first for a table
 /// with data files and no log yet; `None` when no log lags.
-pub async fn delta_needs(lake: &Lake, newest: &Manifest) -> Result<Option<u64>> {
+pub async fn delta_needs(lake: &Lake, newest: &Manifest, in_flight: usize) -> Result<Option<u64>> {
     let store = lake.store.as_ref();
     let mut need: Option<u64> = None;
-    for dir in table_dirs(store).await? {
-        if table_names(&dir).is_none() {
-            continue;
-        }
-        let state = FORMAT.load(store, &dir, false).await?;
+    for (dir, state) in table_logs(store, in_flight).await? {
+        let state = state?;
         let from = match state.version {
             None if has_data_files(store, &dir).await? => 1,
             None => continue,
@@ -196,17 +192,18 @@ pub async fn delta_needs(lake: &Lake, newest: &Manifest) -> Result<Option<u64>> 
 pub async fn lake_lags(
     lake: &Lake,
     newest: &Manifest,
+    in_flight: usize,
 ) -> Result<(BTreeMap<String, u64>, BTreeMap<String, DeltaLag>)> {
     let store = lake.store.as_ref();
     let mut versions = BTreeMap::new();
     // Table folder → (db.table, the last manifest seq its log holds).
     let mut behind: BTreeMap<String, (String, u64)> = BTreeMap::new();
     let mut unreadable: Vec<DeltaLag> = Vec::new();
-    for dir in table_dirs(store).await? {
+    for (dir, state) in table_logs(store, in_flight).await? {
         let Some((db, table)) = table_names(&dir) else {
             continue;
         };
-        let state = match FORMAT.load(store, &dir, false).await {
+        let state = match state {
             Ok(state) => state,
             // A log that cannot be read (a file where its folder should
             // be, an unreadable checkpoint): named with its error, so that
@@ -286,16 +283,20 @@ impl TableLogs {
         let mut made = self
             .catch_up(store, lake, Some(m), schemas, &mut failed)
             .await;
+        let mut ready = Vec::new();
         for (key, t) in by_table(m) {
             if self.lag.lags(&key) {
                 // Its earlier manifests come first: this one waits with them.
                 self.lag.missed_after(&t.dir, (m.seq, &m.committed_at));
                 continue;
             }
-            match self.commit_table(store, m, &t, schemas).await {
+            ready.push(t);
+        }
+        for (t, result) in self.commit_tables(store, m, ready, schemas).await {
+            match result {
                 Ok(done) => made += usize::from(done),
                 Err(e) => {
-                    self.back_off(&key);
+                    self.back_off(t.dir.as_ref());
                     failed.push((t.files[0].table.clone(), e));
                 }
             }
@@ -339,7 +340,7 @@ impl TableLogs {
                     self.lag.caught_up_one(&dir, seq);
                     continue;
                 };
-                match self.commit_table(store, &older, &t, schemas).await {
+                match self.commit_table(store, &older, t, schemas).await {
                     Ok(done) => made += usize::from(done),
                     Err(e) => {
                         failed.push((table.clone(), e));
@@ -443,9 +444,33 @@ impl TableLogs {
         // the newest manifest (every manifest that touches a table adds rows).
         let mut lagging: BTreeMap<String, u64> = BTreeMap::new();
         let mut failed = Vec::new();
-        for dir in table_dirs(store).await? {
+        let dirs = table_dirs(store).await?;
+        // The logs this run does not know yet, read at once.
+        let unknown = dirs
+            .iter()
+            .filter(|dir| !self.tables.contains_key(&dir.to_string()))
+            .cloned()
+            .collect();
+        let mut loaded: BTreeMap<String, Result<TableState>> =
+            load_logs(store, unknown, self.in_flight)
+                .await
+                .into_iter()
+                .map(|(dir, state)| (dir.to_string(), state))
+                .collect();
+        for dir in dirs {
             let name =
                 table_names(&dir).map_or_else(|| dir.to_string(), |(d, t)| format!("{d}.{t}"));
+            if let Some(read) = loaded.remove(&dir.to_string()) {
+                match read {
+                    Ok(state) => {
+                        self.tables.insert(dir.to_string(), state);
+                    }
+                    Err(e) => {
+                        failed.push((name, e));
+                        continue;
+                    }
+                }
+            }
             let state = match self.state(store, &dir).await {
                 Ok(state) => state.clone(),
                 Err(e) => {
@@ -490,6 +515,7 @@ impl TableLogs {
         // Idle manifests, and those below the retention floor (retention
         // keeps every one a lagging log needs), are not read.
         for m in lake.changes_after(from - 1, newest).await?.0 {
+            let mut ready = Vec::new();
             for (key, t) in by_table(&m) {
                 if lagging.get(&key).is_none_or(|applied| *applied >= m.seq) {
                     continue;
@@ -498,13 +524,16 @@ impl TableLogs {
                     self.lag.missed_after(&t.dir, (m.seq, &m.committed_at));
                     continue;
                 }
-                match self.commit_table(store, &m, &t, schemas).await {
+                ready.push(t);
+            }
+            for (t, result) in self.commit_tables(store, &m, ready, schemas).await {
+                match result {
                     Ok(true) => report.commits += 1,
                     Ok(false) => {}
                     Err(e) => {
                         // Its later manifests wait for this one (they
                         // count in its lag); the other tables go on.
-                        stuck.insert(key);
+                        stuck.insert(t.dir.to_string());
                         failed.push((t.files[0].table.clone(), e));
                     }
                 }

@@ -176,9 +176,10 @@ pub struct RepairReport {
 }
 
 /// The Delta logs of the lake's table folders, as far as this run knows them.
-#[derive(Default)]
 pub struct TableLogs {
     tables: HashMap<String, TableState>,
+    /// How many tables' commits run at once (`[sink] requests_in_flight`).
+    in_flight: usize,
     /// A Delta commit failed: the next checkpoint repairs before it commits.
     pub behind: bool,
     lag: lag::Lags,
@@ -196,15 +197,104 @@ const REPAIR_KEY: &str = "";
 /// How many times a commit version taken by someone else is re-read.
 const CONFLICT_TRIES: u32 = 5;
 
+impl Default for TableLogs {
+    fn default() -> Self {
+        TableLogs {
+            tables: HashMap::new(),
+            in_flight: crate::config::DEFAULT_REQUESTS_IN_FLIGHT,
+            behind: false,
+            lag: lag::Lags::default(),
+            retry: HashMap::new(),
+        }
+    }
+}
+
+/// The state of the log at `dir` that `cache` holds, loaded into it first
+/// when it holds none.
+async fn cached<'c>(
+    cache: &'c mut Option<TableState>,
+    store: &dyn ObjectStore,
+    dir: &Path,
+) -> Result<&'c mut TableState> {
+    let state = match cache.take() {
+        Some(known) => known,
+        None => FORMAT.load(store, dir, false).await?,
+    };
+    Ok(cache.insert(state))
+}
+
 impl TableLogs {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Up to `n` tables' commits (and start-up reads) at once.
+    pub fn with_requests_in_flight(mut self, n: usize) -> Self {
+        self.in_flight = n.max(1);
+        self
     }
 
     async fn state(&mut self, store: &dyn ObjectStore, dir: &Path) -> Result<&mut TableState> {
         match self.tables.entry(dir.to_string()) {
             Entry::Occupied(known) => Ok(known.into_mut()),
             Entry::Vacant(new) => Ok(new.insert(FORMAT.load(store, dir, false).await?)),
+        }
+    }
+
+    /// Makes the Delta commits of `tables`' files of `m` (unless a log has
+    /// them already), up to `in_flight` tables at once; each table's own
+    /// commits stay in order, as it has one here. Keeps each table's lag: a
+    /// failure adds `m` to it, a success at `m` clears every manifest up to
+    /// it. The results in the order of `tables`: false where a log had it.
+    async fn commit_tables<'m>(
+        &mut self,
+        store: &dyn ObjectStore,
+        m: &'m Manifest,
+        tables: Vec<TableFiles<'m>>,
+        schemas: &SchemaVersions,
+    ) -> Vec<(TableFiles<'m>, Result<bool>)> {
+        let jobs: Vec<_> = tables
+            .into_iter()
+            .map(|t| {
+                let cache = self.tables.remove(&t.dir.to_string());
+                (t, cache)
+            })
+            .collect();
+        let done: Vec<_> = futures::stream::iter(jobs)
+            .map(|(t, mut cache)| async move {
+                let result = commit_table_files(store, m, &t, schemas, &mut cache).await;
+                (t, cache, result)
+            })
+            .buffered(self.in_flight)
+            .collect()
+            .await;
+        let mut out = Vec::with_capacity(done.len());
+        for (t, cache, result) in done {
+            if let Some(state) = cache {
+                self.tables.insert(t.dir.to_string(), state);
+            }
+            match &result {
+                Ok(_) => self.lag.caught_up(&t.dir, m.seq),
+                Err(e) => self
+                    .lag
+                    .missed(&t.dir, &t.files[0].table, (m.seq, &m.committed_at), e),
+            }
+            out.push((t, result));
+        }
+        out
+    }
+
+    /// The Delta commit of `t`'s files of `m` alone. False if the log has it.
+    async fn commit_table(
+        &mut self,
+        store: &dyn ObjectStore,
+        m: &Manifest,
+        t: TableFiles<'_>,
+        schemas: &SchemaVersions,
+    ) -> Result<bool> {
+        match self.commit_tables(store, m, vec![t], schemas).await.pop() {
+            Some((_, result)) => result,
+            None => Ok(false),
         }
     }
 
@@ -218,10 +308,11 @@ impl TableLogs {
     ) -> Result<usize> {
         let mut made = 0;
         let mut failed = Vec::new();
-        for (_, t) in by_table(m) {
-            // One table's failure holds back no other table's commit: the
-            // repair at the next checkpoint or start retries it.
-            match self.commit_table(store, m, &t, schemas).await {
+        let tables = by_table(m).into_values().collect();
+        // One table's failure holds back no other table's commit: the
+        // repair at the next checkpoint or start retries it.
+        for (t, result) in self.commit_tables(store, m, tables, schemas).await {
+            match result {
                 Ok(true) => made += 1,
                 Ok(false) => {}
                 Err(e) => failed.push((t.files[0].table.clone(), e)),
@@ -229,317 +320,303 @@ impl TableLogs {
         }
         first_failure(m.seq, failed).map_or(Ok(made), Err)
     }
+}
 
-    /// The Delta commit of `t`'s files of `m`. False if the log has it.
-    /// Keeps the table's lag: a failure adds `m` to it, a success at `m`
-    /// clears every manifest up to it (commits go in manifest order).
-    async fn commit_table(
-        &mut self,
-        store: &dyn ObjectStore,
-        m: &Manifest,
-        t: &TableFiles<'_>,
-        schemas: &SchemaVersions,
-    ) -> Result<bool> {
-        let done = self.commit_table_files(store, m, t, schemas).await;
-        match &done {
-            Ok(_) => self.lag.caught_up(&t.dir, m.seq),
-            Err(e) => self
-                .lag
-                .missed(&t.dir, &t.files[0].table, (m.seq, &m.committed_at), e),
-        }
-        done
-    }
-
-    async fn commit_table_files(
-        &mut self,
-        store: &dyn ObjectStore,
-        m: &Manifest,
-        t: &TableFiles<'_>,
-        schemas: &SchemaVersions,
-    ) -> Result<bool> {
-        let table_name = t.files[0].table.clone();
-        let facts: Vec<stats::FileFacts> = futures::stream::iter(
-            t.files
-                .iter()
-                .map(|f| async move { stats::file_facts(store, &stored_path(&f.path)).await }),
-        )
-        .buffered(8)
-        .try_collect()
-        .await?;
-        // The union of the table's columns over its history up to this
-        // manifest, then of the files themselves (their types win).
-        let mut fields: Vec<Field> = Vec::new();
-        if let Some(versions) = table_names(&t.dir).and_then(|k| schemas.0.get(&k)) {
-            for (_, s) in versions.iter().filter(|(ckpt, _)| *ckpt <= m.seq) {
-                schema::widen(&mut fields, s);
-            }
-        }
-        let names = table_names(&t.dir).and_then(|k| schemas.2.get(&k));
-        // Files of a release before lake names: their columns' lake names.
-        let legacy: Vec<Option<Vec<String>>> = facts
+/// The Delta commit of `t`'s files of `m`, on the log state `cache` holds
+/// (read first when it holds none; emptied when the log must be read
+/// again). False if the log has it.
+async fn commit_table_files(
+    store: &dyn ObjectStore,
+    m: &Manifest,
+    t: &TableFiles<'_>,
+    schemas: &SchemaVersions,
+    cache: &mut Option<TableState>,
+) -> Result<bool> {
+    let table_name = t.files[0].table.clone();
+    let facts: Vec<stats::FileFacts> = futures::stream::iter(
+        t.files
             .iter()
-            .map(|f| f.schema.as_ref().and_then(|s| names?.renames(s)))
-            .collect();
-        for (f, lake) in facts.iter().zip(&legacy) {
-            match (&f.schema, lake) {
-                (Some(s), Some(lake)) => {
-                    schema::widen(&mut fields, &legacy_names::renamed_schema(s, lake))
-                }
-                (Some(s), None) => schema::widen(&mut fields, s),
-                (None, _) => {}
-            }
+            .map(|f| async move { stats::file_facts(store, &stored_path(&f.path)).await }),
+    )
+    .buffered(8)
+    .try_collect()
+    .await?;
+    // The union of the table's columns over its history up to this
+    // manifest, then of the files themselves (their types win).
+    let mut fields: Vec<Field> = Vec::new();
+    if let Some(versions) = table_names(&t.dir).and_then(|k| schemas.0.get(&k)) {
+        for (_, s) in versions.iter().filter(|(ckpt, _)| *ckpt <= m.seq) {
+            schema::widen(&mut fields, s);
         }
-        let schema_string = schema::schema_string(&fields).map_err(|e| {
+    }
+    let names = table_names(&t.dir).and_then(|k| schemas.2.get(&k));
+    // Files of a release before lake names: their columns' lake names.
+    let legacy: Vec<Option<Vec<String>>> = facts
+        .iter()
+        .map(|f| f.schema.as_ref().and_then(|s| names?.renames(s)))
+        .collect();
+    for (f, lake) in facts.iter().zip(&legacy) {
+        match (&f.schema, lake) {
+            (Some(s), Some(lake)) => {
+                schema::widen(&mut fields, &legacy_names::renamed_schema(s, lake))
+            }
+            (Some(s), None) => schema::widen(&mut fields, s),
+            (None, _) => {}
+        }
+    }
+    let schema_string = schema::schema_string(&fields).map_err(|e| {
             Error::Lake(format!(
                 "table {table_name} cannot have a Delta log: {e}, a type Delta Lake cannot hold; start a new lake at another path or prefix"
             ))
         })?;
-        let protocol = schema::protocol(&fields);
-        // A column's type changed: the files that hold the old type are
-        // copied in the new one first, in a commit of their own.
-        self.rewrite_old_types(
-            store,
-            &t.dir,
-            &table_name,
-            (&fields, &schema_string, &protocol),
-            names,
-        )
-        .await?;
-        // This manifest's own files of the old type (a DDL inside the
-        // checkpoint) join as copies.
-        let mut adds: Vec<(String, stats::FileFacts)> = Vec::with_capacity(facts.len());
-        for ((f, facts), lake) in t.files.iter().zip(facts).zip(legacy) {
-            let stored = stored_path(&f.path);
-            let name = stored.filename().unwrap_or(&f.path).to_string();
-            if lake.is_some()
-                || facts
-                    .schema
-                    .as_ref()
-                    .is_some_and(|s| rewrite::conflicts(s, &fields))
-            {
-                let version = self
-                    .state(store, &t.dir)
-                    .await?
-                    .version
-                    .map_or(0, |v| v + 1);
-                let copy =
-                    rewrite::copy_conformed(store, &t.dir, &name, &fields, version, names).await?;
-                adds.push((copy.path, copy.facts));
-            } else {
-                adds.push((name, facts));
-            }
-        }
-        let mut tries = 0;
-        loop {
-            let state = self.state(store, &t.dir).await?;
-            if state.applied >= m.seq {
-                return Ok(false);
-            }
-            let version = state.version.map_or(0, |v| v + 1);
-            let mut commit = Commit::new(version, Operation::Append, json!({}));
-            let now = commit.now_ms;
-            // A table that a RENAME TABLE named: its first version says so.
-            let renamed_by = state
+    let protocol = schema::protocol(&fields);
+    // A column's type changed: the files that hold the old type are
+    // copied in the new one first, in a commit of their own.
+    rewrite_old_types(
+        store,
+        &t.dir,
+        &table_name,
+        (&fields, &schema_string, &protocol),
+        names,
+        cache,
+    )
+    .await?;
+    // This manifest's own files of the old type (a DDL inside the
+    // checkpoint) join as copies.
+    let mut adds: Vec<(String, stats::FileFacts)> = Vec::with_capacity(facts.len());
+    for ((f, facts), lake) in t.files.iter().zip(facts).zip(legacy) {
+        let stored = stored_path(&f.path);
+        let name = stored.filename().unwrap_or(&f.path).to_string();
+        if lake.is_some()
+            || facts
+                .schema
+                .as_ref()
+                .is_some_and(|s| rewrite::conflicts(s, &fields))
+        {
+            let version = cached(cache, store, &t.dir)
+                .await?
                 .version
-                .is_none()
-                .then(|| table_names(&t.dir).and_then(|k| schemas.1.get(&k)))
-                .flatten();
-            let info = json!({
-                "seq": m.seq,
-                "table": table_name,
-                "committed_at": m.committed_at,
-                "cursor": m.cursor,
-                "rows": m.totals.get(&table_name),
-                "renamed_by": renamed_by,
-            });
-            commit.facts = info.clone();
-            commit.seq = Some(m.seq);
-            // Never lower a protocol: a column's type only widens the union.
-            let raise = match &state.protocol {
-                None => true,
-                Some(p) => p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64(),
-            };
-            if raise {
-                commit.protocol = Some(protocol.clone());
+                .map_or(0, |v| v + 1);
+            let copy =
+                rewrite::copy_conformed(store, &t.dir, &name, &fields, version, names).await?;
+            adds.push((copy.path, copy.facts));
+        } else {
+            adds.push((name, facts));
+        }
+    }
+    let mut tries = 0;
+    loop {
+        let state = cached(cache, store, &t.dir).await?;
+        if state.applied >= m.seq {
+            return Ok(false);
+        }
+        let version = state.version.map_or(0, |v| v + 1);
+        let mut commit = Commit::new(version, Operation::Append, json!({}));
+        let now = commit.now_ms;
+        // A table that a RENAME TABLE named: its first version says so.
+        let renamed_by = state
+            .version
+            .is_none()
+            .then(|| table_names(&t.dir).and_then(|k| schemas.1.get(&k)))
+            .flatten();
+        let info = json!({
+            "seq": m.seq,
+            "table": table_name,
+            "committed_at": m.committed_at,
+            "cursor": m.cursor,
+            "rows": m.totals.get(&table_name),
+            "renamed_by": renamed_by,
+        });
+        commit.facts = info.clone();
+        commit.seq = Some(m.seq);
+        // Never lower a protocol: a column's type only widens the union.
+        let raise = match &state.protocol {
+            None => true,
+            Some(p) => p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64(),
+        };
+        if raise {
+            commit.protocol = Some(protocol.clone());
+        }
+        commit.metadata = match &state.metadata {
+            None => Some(json!({
+                "id": uuid::Uuid::new_v4().to_string(),
+                "name": table_name,
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": schema_string,
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": now,
+            })),
+            Some(old) if old["schemaString"].as_str() != Some(schema_string.as_str()) => {
+                let mut new = old.clone();
+                new["schemaString"] = json!(schema_string);
+                Some(new)
             }
-            commit.metadata = match &state.metadata {
-                None => Some(json!({
-                    "id": uuid::Uuid::new_v4().to_string(),
-                    "name": table_name,
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": schema_string,
-                    "partitionColumns": [],
-                    "configuration": {},
-                    "createdTime": now,
-                })),
-                Some(old) if old["schemaString"].as_str() != Some(schema_string.as_str()) => {
-                    let mut new = old.clone();
-                    new["schemaString"] = json!(schema_string);
-                    Some(new)
+            Some(_) => None,
+        };
+        for (name, facts) in &adds {
+            commit.files.push(json!({"add": {
+                "path": name,
+                "partitionValues": {},
+                "size": facts.size,
+                "modificationTime": facts.modified_ms,
+                "dataChange": true,
+                "stats": facts.stats.to_string(),
+            }}));
+        }
+        match FORMAT.commit(store, &t.dir, &commit).await? {
+            Put::Written => {
+                state.version = Some(version);
+                state.applied = m.seq;
+                // What a repair in this run reads to tell whether the
+                // log lags (a stale one would hide a lagging table).
+                state.last_info = Some(info);
+                if let Some(p) = commit.protocol {
+                    state.protocol = Some(p);
                 }
-                Some(_) => None,
-            };
-            for (name, facts) in &adds {
-                commit.files.push(json!({"add": {
-                    "path": name,
-                    "partitionValues": {},
-                    "size": facts.size,
-                    "modificationTime": facts.modified_ms,
-                    "dataChange": true,
-                    "stats": facts.stats.to_string(),
-                }}));
+                if let Some(md) = commit.metadata {
+                    state.metadata = Some(md);
+                }
+                abort_after_commits();
+                FORMAT.maintain(store, &t.dir, version).await;
+                return Ok(true);
             }
-            match FORMAT.commit(store, &t.dir, &commit).await? {
-                Put::Written => {
-                    state.version = Some(version);
-                    state.applied = m.seq;
-                    // What a repair in this run reads to tell whether the
-                    // log lags (a stale one would hide a lagging table).
-                    state.last_info = Some(info);
-                    if let Some(p) = commit.protocol {
-                        state.protocol = Some(p);
-                    }
-                    if let Some(md) = commit.metadata {
-                        state.metadata = Some(md);
-                    }
-                    FORMAT.maintain(store, &t.dir, version).await;
-                    return Ok(true);
-                }
-                Put::Unknown(e) => {
-                    // Whether it landed, the next load of the log says.
-                    self.tables.remove(&t.dir.to_string());
-                    return Err(e);
-                }
-                Put::Taken => {
-                    // Another try of ours that landed, or a second sidecar's
-                    // repair: read the log again, the txn says which.
-                    tries += 1;
-                    if tries >= CONFLICT_TRIES {
-                        return Err(Error::Lake(format!(
+            Put::Unknown(e) => {
+                // Whether it landed, the next load of the log says.
+                *cache = None;
+                return Err(e);
+            }
+            Put::Taken => {
+                // Another try of ours that landed, or a second sidecar's
+                // repair: read the log again, the txn says which.
+                tries += 1;
+                if tries >= CONFLICT_TRIES {
+                    return Err(Error::Lake(format!(
                             "Delta log of {}: version {version} is taken {tries} times in a row by commits without manifest {}; stop any other sidecar on this lake and restart",
                             t.dir, m.seq
                         )));
-                    }
-                    self.tables.remove(&t.dir.to_string());
                 }
+                *cache = None;
             }
         }
     }
+}
 
-    /// When the Delta schema of `dir` gives a column another type than
-    /// `fields` (DESIGN.md: DECIMAL precision or scale, FLOAT to DOUBLE, a
-    /// number to a string), commits copies of the files of the old type in
-    /// the new one, which replace them, with the new schema. The same for a
-    /// Delta schema with names that differ only in case (a lake of a release
-    /// before lake names): its files are copied under their lake names.
-    async fn rewrite_old_types(
-        &mut self,
-        store: &dyn ObjectStore,
-        dir: &Path,
-        table_name: &str,
-        (fields, schema_string, protocol): (&[Field], &str, &serde_json::Value),
-        names: Option<&LakeNames>,
-    ) -> Result<()> {
-        let state = self.state(store, dir).await?;
-        let Some(old) = state
-            .metadata
+/// When the Delta schema of `dir` gives a column another type than
+/// `fields` (DESIGN.md: DECIMAL precision or scale, FLOAT to DOUBLE, a
+/// number to a string), commits copies of the files of the old type in
+/// the new one, which replace them, with the new schema. The same for a
+/// Delta schema with names that differ only in case (a lake of a release
+/// before lake names): its files are copied under their lake names.
+async fn rewrite_old_types(
+    store: &dyn ObjectStore,
+    dir: &Path,
+    table_name: &str,
+    (fields, schema_string, protocol): (&[Field], &str, &serde_json::Value),
+    names: Option<&LakeNames>,
+    cache: &mut Option<TableState>,
+) -> Result<()> {
+    let state = cached(cache, store, dir).await?;
+    let Some(old) = state
+        .metadata
+        .as_ref()
+        .and_then(|m| m["schemaString"].as_str())
+    else {
+        return Ok(());
+    };
+    let renames = legacy_names::has_case_duplicates(old);
+    if !renames && !rewrite::schema_changes_types(old, fields) {
+        return Ok(());
+    }
+    let why = if renames {
+        "column names that differ only in case: the files are copied under their lake names"
+    } else {
+        "a column changed to another type: the files of the old type are copied in the new one"
+    };
+    let mut tries = 0;
+    loop {
+        let live = FORMAT.load(store, dir, true).await?;
+        let version = live.version.map_or(0, |v| v + 1);
+        let mut commit = Commit::new(
+            version,
+            Operation::Overwrite,
+            json!({
+                "table": table_name,
+                "rewritten": why,
+            }),
+        );
+        let now = commit.now_ms;
+        let raise = live
+            .protocol
             .as_ref()
-            .and_then(|m| m["schemaString"].as_str())
-        else {
-            return Ok(());
-        };
-        let renames = legacy_names::has_case_duplicates(old);
-        if !renames && !rewrite::schema_changes_types(old, fields) {
-            return Ok(());
+            .is_none_or(|p| p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64());
+        if raise {
+            commit.protocol = Some(protocol.clone());
         }
-        let why = if renames {
-            "column names that differ only in case: the files are copied under their lake names"
-        } else {
-            "a column changed to another type: the files of the old type are copied in the new one"
-        };
-        let mut tries = 0;
-        loop {
-            let live = FORMAT.load(store, dir, true).await?;
-            let version = live.version.map_or(0, |v| v + 1);
-            let mut commit = Commit::new(
-                version,
-                Operation::Overwrite,
-                json!({
-                    "table": table_name,
-                    "rewritten": why,
-                }),
-            );
-            let now = commit.now_ms;
-            let raise = live.protocol.as_ref().is_none_or(|p| {
-                p["minReaderVersion"].as_u64() < protocol["minReaderVersion"].as_u64()
-            });
-            if raise {
-                commit.protocol = Some(protocol.clone());
-            }
-            let mut metadata = live.metadata.clone().unwrap_or_default();
-            metadata["schemaString"] = json!(schema_string);
-            commit.metadata = Some(metadata);
-            let mut copies = 0;
-            let mut written = Vec::new();
-            for path in live.files.keys() {
-                let file = path.split('/').fold(dir.clone(), |p, part| p.join(part));
-                let facts = stats::file_facts(store, &file).await?;
-                let legacy = facts
+        let mut metadata = live.metadata.clone().unwrap_or_default();
+        metadata["schemaString"] = json!(schema_string);
+        commit.metadata = Some(metadata);
+        let mut copies = 0;
+        let mut written = Vec::new();
+        for path in live.files.keys() {
+            let file = path.split('/').fold(dir.clone(), |p, part| p.join(part));
+            let facts = stats::file_facts(store, &file).await?;
+            let legacy = facts
+                .schema
+                .as_ref()
+                .and_then(|s| names?.renames(s))
+                .is_some();
+            if !legacy
+                && !facts
                     .schema
                     .as_ref()
-                    .and_then(|s| names?.renames(s))
-                    .is_some();
-                if !legacy
-                    && !facts
-                        .schema
-                        .as_ref()
-                        .is_some_and(|s| rewrite::conflicts(s, fields))
-                {
-                    continue;
-                }
-                let copy =
-                    rewrite::copy_conformed(store, dir, path, fields, version, names).await?;
-                commit.files.push(rewrite::remove_action(path, now, &copy));
-                commit.files.push(rewrite::add_action(&copy));
-                written.push(copy.path);
-                copies += 1;
+                    .is_some_and(|s| rewrite::conflicts(s, fields))
+            {
+                continue;
             }
-            match FORMAT.commit(store, dir, &commit).await? {
-                Put::Written => {
-                    tracing::info!(table = %table_name, version, files = copies, "the Delta table's files are rewritten: {why}");
-                    FORMAT.maintain(store, dir, version).await;
-                    break;
-                }
-                Put::Taken => {
-                    // A compaction of this table beside the stream, or
-                    // another writer: the copies are no one's, and the
-                    // files to copy are read again from the newer log.
-                    for path in &written {
-                        let file = path.split('/').fold(dir.clone(), |p, part| p.join(part));
-                        if let Err(e) = store.delete(&file).await {
-                            tracing::warn!(%file, error = %e, "could not delete a copy no commit took");
-                        }
+            let copy = rewrite::copy_conformed(store, dir, path, fields, version, names).await?;
+            commit.files.push(rewrite::remove_action(path, now, &copy));
+            commit.files.push(rewrite::add_action(&copy));
+            written.push(copy.path);
+            copies += 1;
+        }
+        match FORMAT.commit(store, dir, &commit).await? {
+            Put::Written => {
+                tracing::info!(table = %table_name, version, files = copies, "the Delta table's files are rewritten: {why}");
+                FORMAT.maintain(store, dir, version).await;
+                break;
+            }
+            Put::Taken => {
+                // A compaction of this table beside the stream, or
+                // another writer: the copies are no one's, and the
+                // files to copy are read again from the newer log.
+                for path in &written {
+                    let file = path.split('/').fold(dir.clone(), |p, part| p.join(part));
+                    if let Err(e) = store.delete(&file).await {
+                        tracing::warn!(%file, error = %e, "could not delete a copy no commit took");
                     }
-                    tries += 1;
-                    if tries >= CONFLICT_TRIES {
-                        return Err(Error::Lake(format!(
+                }
+                tries += 1;
+                if tries >= CONFLICT_TRIES {
+                    return Err(Error::Lake(format!(
                             "Delta log of {dir}: version {version} was taken {tries} times in a row while sluice rewrote the table in a new column type; stop any other sidecar on this lake and restart"
                         )));
-                    }
-                    self.tables.remove(&dir.to_string());
-                    continue;
                 }
-                Put::Unknown(e) => {
-                    self.tables.remove(&dir.to_string());
-                    return Err(e);
-                }
+                *cache = None;
+                continue;
+            }
+            Put::Unknown(e) => {
+                *cache = None;
+                return Err(e);
             }
         }
-        // The next commit reads the log again.
-        self.tables.remove(&dir.to_string());
-        Ok(())
     }
+    // The next commit reads the log again.
+    *cache = None;
+    Ok(())
+}
 
+impl TableLogs {
     /// A Delta table of a release before lake names whose schema has names
     /// that differ only in case, which no reader reads: its files are copied
     /// under their lake names, whether or not new changes come.
@@ -567,35 +644,92 @@ impl TableLogs {
         let schema_string = schema::schema_string(&fields)
             .map_err(|e| Error::Lake(format!("table {table_name} cannot have a Delta log: {e}")))?;
         let protocol = schema::protocol(&fields);
-        self.rewrite_old_types(
+        let mut cache = self.tables.remove(&dir.to_string());
+        let done = rewrite_old_types(
             store,
             dir,
             &table_name,
             (&fields, &schema_string, &protocol),
             schemas.2.get(&key),
+            &mut cache,
         )
-        .await
+        .await;
+        if let Some(state) = cache {
+            self.tables.insert(dir.to_string(), state);
+        }
+        done
+    }
+}
+
+/// Test hook: with this variable set to N, sluice aborts right after the
+/// N-th changelog Delta commit it makes (in the middle of a checkpoint's
+/// commits, which run several at once).
+pub const ABORT_AFTER_TABLE_COMMITS: &str = "SLUICE_TEST_ABORT_AFTER_TABLE_COMMITS";
+
+fn abort_after_commits() {
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let Some(limit) = std::env::var(ABORT_AFTER_TABLE_COMMITS)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        return;
+    };
+    if MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 >= limit {
+        eprintln!("{ABORT_AFTER_TABLE_COMMITS}: aborting after {limit} Delta commits");
+        std::process::abort();
     }
 }
 
 /// The table folders `<db>/<table>` of the lake (folders starting with `_`
 /// belong to sluice or to a table's Delta log).
 async fn table_dirs(store: &dyn ObjectStore) -> Result<Vec<Path>> {
-    let mut out = Vec::new();
     let dbs = store.list_with_delimiter(None).await?;
-    for db in dbs.common_prefixes {
-        if db.filename().is_some_and(|n| n.starts_with('_')) {
-            continue;
-        }
-        let tables = store.list_with_delimiter(Some(&db)).await?;
-        out.extend(
-            tables
-                .common_prefixes
-                .into_iter()
-                .filter(|t| !t.filename().is_some_and(|n| n.starts_with('_'))),
-        );
-    }
-    Ok(out)
+    let dbs = dbs
+        .common_prefixes
+        .into_iter()
+        .filter(|db| !db.filename().is_some_and(|n| n.starts_with('_')));
+    // One listing per database, several at once.
+    let listed: Vec<_> = futures::stream::iter(dbs)
+        .map(|db| async move { store.list_with_delimiter(Some(&db)).await })
+        .buffered(crate::config::DEFAULT_REQUESTS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    Ok(listed
+        .into_iter()
+        .flat_map(|tables| tables.common_prefixes)
+        .filter(|t| !t.filename().is_some_and(|n| n.starts_with('_')))
+        .collect())
+}
+
+/// Every table folder of the lake with its log state (without files),
+/// `in_flight` read at a time.
+async fn table_logs(
+    store: &dyn ObjectStore,
+    in_flight: usize,
+) -> Result<Vec<(Path, Result<TableState>)>> {
+    let dirs = table_dirs(store)
+        .await?
+        .into_iter()
+        .filter(|dir| table_names(dir).is_some())
+        .collect();
+    Ok(load_logs(store, dirs, in_flight).await)
+}
+
+/// The log state (without files) of each folder of `dirs`, `in_flight`
+/// read at a time, in the order of `dirs`.
+async fn load_logs(
+    store: &dyn ObjectStore,
+    dirs: Vec<Path>,
+    in_flight: usize,
+) -> Vec<(Path, Result<TableState>)> {
+    futures::stream::iter(dirs)
+        .map(|dir| async move {
+            let state = FORMAT.load(store, &dir, false).await;
+            (dir, state)
+        })
+        .buffered(in_flight.max(1))
+        .collect()
+        .await
 }
 
 async fn has_data_files(store: &dyn ObjectStore, dir: &Path) -> Result<bool> {
@@ -609,12 +743,12 @@ async fn has_data_files(store: &dyn ObjectStore, dir: &Path) -> Result<bool> {
 
 /// The latest Delta version of every table folder that has a log, by
 /// `db.table` (for `sluice status`).
-pub async fn versions(store: &dyn ObjectStore) -> Result<BTreeMap<String, u64>> {
+pub async fn versions(store: &dyn ObjectStore, in_flight: usize) -> Result<BTreeMap<String, u64>> {
     let mut out = BTreeMap::new();
-    for dir in table_dirs(store).await? {
+    for (dir, state) in table_logs(store, in_flight).await? {
         // A log that cannot be read has no version to show; `lake_lags`
         // names it with its error.
-        let Ok(state) = FORMAT.load(store, &dir, false).await else {
+        let Ok(state) = state else {
             continue;
         };
         if let (Some(v), Some((db, table))) = (state.version, table_names(&dir)) {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use serde::Serialize;
 
@@ -27,74 +28,86 @@ pub struct CurrentStatus {
     pub error: String,
 }
 
-/// The current table of every table that has one, by `db.table`.
-pub async fn current_status(lake: &Lake) -> Result<BTreeMap<String, CurrentStatus>> {
+/// The current table of every table that has one, by `db.table`: the
+/// tables read `in_flight` at a time.
+pub async fn current_status(
+    lake: &Lake,
+    in_flight: usize,
+) -> Result<BTreeMap<String, CurrentStatus>> {
     let store: &dyn ObjectStore = lake.store.as_ref();
-    let mut out = BTreeMap::new();
     let root = object_store::path::Path::from(CURRENT_DIR);
     let dbs = store.list_with_delimiter(Some(&root)).await?;
-    for db in dbs.common_prefixes {
-        let tables = store.list_with_delimiter(Some(&db)).await?;
-        for dir in tables.common_prefixes {
-            let parts: Vec<String> = dir
-                .parts()
-                .skip(1)
-                .map(|p| super::super::decode_part(p.as_ref()))
-                .collect();
-            let [db_name, table] = parts.as_slice() else {
-                continue;
+    let listed: Vec<_> = futures::stream::iter(dbs.common_prefixes)
+        .map(|db| async move { store.list_with_delimiter(Some(&db)).await })
+        .buffered(in_flight.max(1))
+        .try_collect()
+        .await?;
+    let dirs = listed.into_iter().flat_map(|l| l.common_prefixes);
+    let found: Vec<Option<(String, CurrentStatus)>> = futures::stream::iter(dirs)
+        .map(|dir| table_status(lake, dir))
+        .buffered(in_flight.max(1))
+        .collect()
+        .await;
+    Ok(found.into_iter().flatten().collect())
+}
+
+/// `db.table` and the status of the current table at `dir`; `None` for a
+/// folder that is no table's or a table with no version yet.
+async fn table_status(
+    lake: &Lake,
+    dir: object_store::path::Path,
+) -> Option<(String, CurrentStatus)> {
+    let store: &dyn ObjectStore = lake.store.as_ref();
+    let parts: Vec<String> = dir
+        .parts()
+        .skip(1)
+        .map(|p| super::super::decode_part(p.as_ref()))
+        .collect();
+    let [db_name, table] = parts.as_slice() else {
+        return None;
+    };
+    let name = format!("{db_name}.{table}");
+    // One log that cannot be read is named with its error; the
+    // others are still reported.
+    let state = match FORMAT.load(store, &dir, false).await {
+        Ok(state) => state,
+        Err(e) => {
+            let status = CurrentStatus {
+                seq: 0,
+                version: 0,
+                lag_manifests: 0,
+                lag_seconds: 0,
+                error: e.to_string(),
             };
-            // One log that cannot be read is named with its error; the
-            // others are still reported.
-            let state = match FORMAT.load(store, &dir, false).await {
-                Ok(state) => state,
-                Err(e) => {
-                    out.insert(
-                        format!("{db_name}.{table}"),
-                        CurrentStatus {
-                            seq: 0,
-                            version: 0,
-                            lag_manifests: 0,
-                            lag_seconds: 0,
-                            error: e.to_string(),
-                        },
-                    );
-                    continue;
-                }
-            };
-            let Some(version) = state.version else {
-                continue;
-            };
-            let seq = folded_seq(&state);
-            // The changelog's last manifest with files of the table.
-            let changelog = object_store::path::Path::from_iter([db_name.as_str(), table.as_str()]);
-            // (A changelog log that cannot be read is reported on its own.)
-            let applied = FORMAT
-                .load(store, &changelog, false)
-                .await
-                .map_or(seq, |s| s.applied);
-            let (lag_manifests, lag_seconds) = if applied > seq {
-                let since = match lake.read_manifest(seq + 1).await {
-                    Ok(m) => chrono::DateTime::parse_from_rfc3339(&m.committed_at)
-                        .map(|t| (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds())
-                        .unwrap_or(0),
-                    Err(_) => 0,
-                };
-                (applied - seq, since.max(0))
-            } else {
-                (0, 0)
-            };
-            out.insert(
-                format!("{db_name}.{table}"),
-                CurrentStatus {
-                    seq,
-                    version,
-                    lag_manifests,
-                    lag_seconds,
-                    error: String::new(),
-                },
-            );
+            return Some((name, status));
         }
-    }
-    Ok(out)
+    };
+    let version = state.version?;
+    let seq = folded_seq(&state);
+    // The changelog's last manifest with files of the table.
+    let changelog = object_store::path::Path::from_iter([db_name.as_str(), table.as_str()]);
+    // (A changelog log that cannot be read is reported on its own.)
+    let applied = FORMAT
+        .load(store, &changelog, false)
+        .await
+        .map_or(seq, |s| s.applied);
+    let (lag_manifests, lag_seconds) = if applied > seq {
+        let since = match lake.read_manifest(seq + 1).await {
+            Ok(m) => chrono::DateTime::parse_from_rfc3339(&m.committed_at)
+                .map(|t| (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds())
+                .unwrap_or(0),
+            Err(_) => 0,
+        };
+        (applied - seq, since.max(0))
+    } else {
+        (0, 0)
+    };
+    let status = CurrentStatus {
+        seq,
+        version,
+        lag_manifests,
+        lag_seconds,
+        error: String::new(),
+    };
+    Some((name, status))
 }
