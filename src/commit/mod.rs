@@ -9,7 +9,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{
+    ListResult, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+};
 
 use crate::error::store as store_error;
 use crate::error::{backoff, Error, Result};
@@ -84,6 +86,9 @@ pub struct Lake {
     /// upload as `<file>#<n>` and renames it when complete; a kill in
     /// between leaves the staging file, which the store's listing hides.
     pub local_root: Option<std::path::PathBuf>,
+    /// How many requests of per-file and per-table work go out at once
+    /// (`[sink] requests_in_flight`).
+    pub in_flight: usize,
 }
 
 impl Lake {
@@ -91,12 +96,14 @@ impl Lake {
         Lake {
             store,
             local_root: None,
+            in_flight: crate::config::DEFAULT_REQUESTS_IN_FLIGHT,
         }
     }
 
     /// The lake named by `[sink]`.
     pub fn open(sink: &crate::config::SinkConfig) -> Result<Self> {
         let mut lake = Lake::new(crate::sink::open_store(sink)?);
+        lake.in_flight = sink.requests_in_flight;
         if let crate::config::LakeLocation::Local(root) = &sink.location {
             lake.local_root = Some(root.clone());
         }
@@ -332,29 +339,40 @@ impl Lake {
             .map(|f| f.path.as_str())
             .collect();
         let mut removed = Vec::new();
+        // Every table folder's files from the seq's name on, the folders
+        // listed several at once (a lake of many tables pays round trips,
+        // not one per table).
+        let in_flight = self.in_flight;
         let dbs = self.store.list_with_delimiter(None).await?;
-        for db in dbs.common_prefixes {
-            if db.as_ref() == "_sluice" {
+        let store = self.store.as_ref();
+        let tables: Vec<ListResult> = futures::stream::iter(
+            dbs.common_prefixes
+                .into_iter()
+                .filter(|db| db.as_ref() != "_sluice"),
+        )
+        .map(|db| async move { store.list_with_delimiter(Some(&db)).await })
+        .buffered(in_flight)
+        .try_collect()
+        .await?;
+        let tails: Vec<Vec<ObjectMeta>> =
+            futures::stream::iter(tables.into_iter().flat_map(|t| t.common_prefixes))
+                .map(|table| async move {
+                    let offset = table.clone().join(format!("part-{:020}", m.seq));
+                    store
+                        .list_with_offset(Some(&table), &offset)
+                        .try_collect()
+                        .await
+                })
+                .buffered(in_flight)
+                .try_collect()
+                .await?;
+        for meta in tails.into_iter().flatten() {
+            let Some(file_seq) = meta.location.filename().and_then(file_checkpoint_seq) else {
                 continue;
-            }
-            let tables = self.store.list_with_delimiter(Some(&db)).await?;
-            for table in tables.common_prefixes {
-                let offset = table.clone().join(format!("part-{:020}", m.seq));
-                let tail: Vec<_> = self
-                    .store
-                    .list_with_offset(Some(&table), &offset)
-                    .try_collect()
-                    .await?;
-                for meta in tail {
-                    let Some(file_seq) = meta.location.filename().and_then(file_checkpoint_seq)
-                    else {
-                        continue;
-                    };
-                    if file_seq == m.seq && !listed.contains(meta.location.as_ref()) {
-                        self.store.delete(&meta.location).await?;
-                        removed.push(meta.location);
-                    }
-                }
+            };
+            if file_seq == m.seq && !listed.contains(meta.location.as_ref()) {
+                self.store.delete(&meta.location).await?;
+                removed.push(meta.location);
             }
         }
         if let Some(root) = &self.local_root {
@@ -389,7 +407,7 @@ impl Lake {
             let path = stored_path(&f.path);
             (f, self.store.head(&path).await)
         }))
-        .buffer_unordered(8)
+        .buffer_unordered(self.in_flight)
         .collect::<Vec<_>>()
         .await;
         for (f, head) in heads {

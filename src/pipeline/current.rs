@@ -24,6 +24,8 @@ use crate::table::current::{fold, FoldJob, FoldReport, FoldTable};
 pub struct CurrentFolds {
     config: CurrentConfig,
     memory_budget: usize,
+    /// `[sink] requests_in_flight`.
+    in_flight: usize,
     spill_dir: std::path::PathBuf,
     started: Option<Instant>,
     /// A committed manifest is not folded yet (a fold was running, or
@@ -50,9 +52,15 @@ pub static BACKGROUND: tokio::sync::Semaphore = tokio::sync::Semaphore::const_ne
 static RUNNING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl CurrentFolds {
-    /// The folds of `[current]`, spilling under `state_dir` and holding at
-    /// most `memory_budget` bytes ([`Config::background_share`]).
-    pub fn new(config: &CurrentConfig, state_dir: &Path, memory_budget: usize) -> Self {
+    /// The folds of `[current]`, spilling under `state_dir`, holding at
+    /// most `memory_budget` bytes (`Config::background_share`) and
+    /// reading and folding up to `in_flight` small tables at once.
+    pub fn new(
+        config: &CurrentConfig,
+        state_dir: &Path,
+        memory_budget: usize,
+        in_flight: usize,
+    ) -> Self {
         let spill_dir = state_dir.join("fold-spill");
         if RUNNING.load(std::sync::atomic::Ordering::SeqCst) == 0 {
             // Sorted runs of a fold that a crash ended.
@@ -69,6 +77,7 @@ impl CurrentFolds {
         CurrentFolds {
             config: config.clone(),
             memory_budget,
+            in_flight,
             spill_dir,
             started: None,
             behind: false,
@@ -110,6 +119,7 @@ impl CurrentFolds {
             purge_threshold: self.config.purge_threshold,
             memory_budget: self.memory_budget,
             spill_dir: self.spill_dir.clone(),
+            in_flight: self.in_flight,
         })
     }
 
@@ -317,6 +327,7 @@ mod tests {
             &config.current,
             &config.state_dir,
             config.background_share(),
+            config.sink.requests_in_flight,
         );
         f.tables = vec!["shop.t".into()];
         f

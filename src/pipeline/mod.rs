@@ -315,6 +315,7 @@ impl<'c> Pipeline<'c> {
                 &config.current,
                 &config.state_dir,
                 config.background_share(),
+                config.sink.requests_in_flight,
             ),
             deadline: None,
         }

@@ -5,7 +5,7 @@
 
 use std::path::Path as FsPath;
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -711,6 +711,7 @@ impl SchemaHistory {
         let prefix = Path::from(LAKE_DIR);
         let objects: Vec<_> = store.list(Some(&prefix)).try_collect().await?;
         let mut writers: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
+        let mut to_load = Vec::new();
         for meta in objects {
             let Some((ckpt, writer)) = meta.location.filename().and_then(checkpoint_of) else {
                 continue;
@@ -742,11 +743,22 @@ impl SchemaHistory {
                 }
                 continue;
             }
-            let bytes = store.get(&meta.location).await?.bytes().await?;
+            to_load.push(meta.location);
+        }
+        // The committed versions, read several at once, loaded in order.
+        let read: Vec<(Path, bytes::Bytes)> = futures::stream::iter(to_load)
+            .map(|location| async move {
+                let bytes = store.get(&location).await?.bytes().await?;
+                Ok::<_, Error>((location, bytes))
+            })
+            .buffered(crate::config::DEFAULT_REQUESTS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        for (location, bytes) in read {
             let v: serde_json::Value = serde_json::from_slice(&bytes)
-                .map_err(|e| Error::Lake(format!("schema version {}: {e}", meta.location)))?;
+                .map_err(|e| Error::Lake(format!("schema version {location}: {e}")))?;
             let version = TableVersion::from_json(&v)
-                .map_err(|e| Error::Lake(format!("schema version {}: {e}", meta.location)))?;
+                .map_err(|e| Error::Lake(format!("schema version {location}: {e}")))?;
             if !self.contains(
                 &version.schema.database,
                 &version.schema.name,

@@ -103,6 +103,8 @@ pub struct Exchange {
 struct State {
     rules: Vec<Rule>,
     log: Vec<Exchange>,
+    /// Added to every forwarded request: a store that answers slowly.
+    delay: Duration,
 }
 
 pub struct FaultProxy {
@@ -165,6 +167,38 @@ impl FaultProxy {
         sluice
             .env
             .push(("AWS_TIMEOUT".to_owned(), timeout.to_owned()));
+    }
+
+    /// Every forwarded request waits `delay` first (a distant store).
+    pub fn set_delay(&self, delay: Duration) {
+        self.state.lock().unwrap().delay = delay;
+    }
+
+    /// Forgets the exchanges so far.
+    pub fn clear_log(&self) {
+        self.state.lock().unwrap().log.clear();
+    }
+
+    /// The longest chain of the exchanges so far in which each request went
+    /// out after the one before it was answered: the round trips made one
+    /// after another, which a store's latency multiplies.
+    pub fn sequential_round_trips(&self) -> usize {
+        let mut log: Vec<Exchange> = self
+            .exchanges()
+            .into_iter()
+            .filter(|e| e.sent > 0)
+            .collect();
+        log.sort_by_key(|e| e.sent);
+        let mut depth = vec![0usize; log.len()];
+        for i in 0..log.len() {
+            let before = (0..i)
+                .filter(|&j| log[j].answered > 0 && log[j].answered < log[i].sent)
+                .map(|j| depth[j])
+                .max()
+                .unwrap_or(0);
+            depth[i] = before + 1;
+        }
+        depth.into_iter().max().unwrap_or(0)
     }
 
     /// Every request passes from now on.
@@ -279,7 +313,14 @@ async fn serve(mut client: TcpStream, upstream: u16, state: Arc<Mutex<State>>) {
         return;
     }
     let sent = tick();
-    state.lock().unwrap().log[index].sent = sent;
+    let delay = {
+        let mut s = state.lock().unwrap();
+        s.log[index].sent = sent;
+        s.delay
+    };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let answer = forward(upstream, &request).await;
     let answered = tick();
     if let Some(answer) = &answer {

@@ -36,6 +36,7 @@ mod gtid;
 mod harness;
 mod http;
 mod lake_names;
+mod many_tables;
 mod mysql8_binlog;
 mod other_writers;
 mod renames;

@@ -39,6 +39,7 @@ use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::compute::{cast, interleave_record_batch};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::row::{RowConverter, Rows, SortField};
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde_json::{json, Value};
@@ -112,7 +113,14 @@ pub struct FoldJob {
     /// goes to disk under `spill_dir`.
     pub memory_budget: usize,
     pub spill_dir: std::path::PathBuf,
+    /// `[sink] requests_in_flight`: tables whose logs are read at once, and
+    /// small tables folded at once (at most [`SMALL_FOLDS_AT_ONCE`]), each
+    /// with that share of the budget.
+    pub in_flight: usize,
 }
+
+/// The most small tables one fold works on at once.
+pub const SMALL_FOLDS_AT_ONCE: usize = 64;
 
 /// What a fold did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -268,10 +276,20 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
     let mark = read_mark(store.as_ref(), s1).await;
     let mut states: HashMap<String, TableState> = HashMap::new();
     let mut from = u64::MAX;
-    for t in &job.tables {
-        let state = FORMAT
-            .load(store.as_ref(), &current_dir(&t.db, &t.table), true)
-            .await?;
+    // Every table's log, several read at once.
+    let loaded: Vec<TableState> = futures::stream::iter(&job.tables)
+        .map(|t| {
+            let store = store.as_ref();
+            async move {
+                FORMAT
+                    .load(store, &current_dir(&t.db, &t.table), true)
+                    .await
+            }
+        })
+        .buffered(job.in_flight.max(1))
+        .try_collect()
+        .await?;
+    for (t, state) in job.tables.iter().zip(loaded) {
         let folded = folded_seq(&state);
         // Where the changes a table lacks begin: after its last fold, and
         // none before the last complete fold (`mark`). A table without a
@@ -340,53 +358,32 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         spill_root: job.spill_dir.clone(),
     };
     // Every table starts from the current tables as they were before this
-    // fold (a swap copies each from the other's previous version).
-    for (t, plan) in plans {
-        let Some(plan) = plan else { continue };
-        let name = t.name();
-        let result = match lineage_files(&changes, &plan, &by_name) {
-            Ok(files) => {
-                let mut own = states.get(&name).cloned().unwrap_or_default();
-                let mut tries = 0;
-                loop {
-                    let base = match &plan.start {
-                        Start::Own => Base::Own,
-                        Start::Empty => Base::Empty,
-                        Start::Copy(from) => {
-                            let src = &by_name[from];
-                            Base::Copy {
-                                dir: current_dir(&src.db, &src.table),
-                                state: Box::new(states.get(from).cloned().unwrap_or_default()),
-                                name: from.clone(),
-                            }
-                        }
-                    };
-                    let result = fold_table(
-                        &ctx,
-                        &plan.lineage,
-                        own,
-                        &files,
-                        base,
-                        plan.after,
-                        &changes.next_seqs,
-                    )
-                    .await;
-                    // Another writer (OPTIMIZE, VACUUM, SET TBLPROPERTIES, a
-                    // checkpoint) committed first: fold again on top of it.
-                    tries += 1;
-                    match result {
-                        Err(Error::Lake(m)) if m.ends_with(TAKEN) && tries < FOLD_TRIES => {
-                            tracing::info!(table = %name, "another writer committed to the current table during the fold; folding again on top of it");
-                            own = FORMAT
-                                .load(store.as_ref(), &current_dir(&t.db, &t.table), true)
-                                .await?;
-                        }
-                        other => break other,
-                    }
-                }
-            }
-            Err(e) => Err(e),
-        };
+    // fold (a swap copies each from the other's previous version), so the
+    // tables fold independently: the small ones (their changes and files
+    // fit many times in a slice of the budget) several at once, each with
+    // its slice; the others one at a time with the whole budget.
+    let at_once = job.in_flight.clamp(1, SMALL_FOLDS_AT_ONCE);
+    let slice = ctx.budget / at_once;
+    let (small, large): (Vec<_>, Vec<_>) = plans
+        .into_iter()
+        .filter_map(|(t, plan)| plan.map(|p| (t, p)))
+        .partition(|(t, plan)| {
+            at_once > 1 && fold_bytes(&changes, plan, &states, &t.name()) * 16 <= slice as u64
+        });
+    let small_ctx = Ctx {
+        budget: slice,
+        ..ctx.clone()
+    };
+    let small_done: Vec<(String, Result<FoldReport>)> = futures::stream::iter(small)
+        .map(|(t, plan)| fold_one(&small_ctx, t, plan, &changes, &by_name, &states))
+        .buffered(at_once)
+        .collect()
+        .await;
+    let mut done = small_done;
+    for (t, plan) in large {
+        done.push(fold_one(&ctx, t, plan, &changes, &by_name, &states).await);
+    }
+    for (name, result) in done {
         match result {
             Ok(r) => report.add(r),
             Err(e) => report.failed(&name, &e),
@@ -403,6 +400,92 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         write_mark(store.as_ref(), s1).await;
     }
     Ok(report)
+}
+
+/// Folds `t` as `plan` says, again on top of another writer's commit that
+/// came first (up to [`FOLD_TRIES`] times). Its name and what it did.
+async fn fold_one(
+    ctx: &Ctx<'_>,
+    t: &FoldTable,
+    plan: Plan,
+    changes: &Changes,
+    by_name: &HashMap<String, &FoldTable>,
+    states: &HashMap<String, TableState>,
+) -> (String, Result<FoldReport>) {
+    let name = t.name();
+    let files = match lineage_files(changes, &plan, by_name) {
+        Ok(files) => files,
+        Err(e) => return (name, Err(e)),
+    };
+    let mut own = states.get(&name).cloned().unwrap_or_default();
+    let mut tries = 0;
+    loop {
+        let base = match &plan.start {
+            Start::Own => Base::Own,
+            Start::Empty => Base::Empty,
+            Start::Copy(from) => {
+                let src = &by_name[from];
+                Base::Copy {
+                    dir: current_dir(&src.db, &src.table),
+                    state: Box::new(states.get(from).cloned().unwrap_or_default()),
+                    name: from.clone(),
+                }
+            }
+        };
+        let result = fold_table(
+            ctx,
+            &plan.lineage,
+            own,
+            &files,
+            base,
+            plan.after,
+            &changes.next_seqs,
+        )
+        .await;
+        // Another writer (OPTIMIZE, VACUUM, SET TBLPROPERTIES, a
+        // checkpoint) committed first: fold again on top of it.
+        tries += 1;
+        match result {
+            Err(Error::Lake(m)) if m.ends_with(TAKEN) && tries < FOLD_TRIES => {
+                tracing::info!(table = %name, "another writer committed to the current table during the fold; folding again on top of it");
+                let dir = current_dir(&t.db, &t.table);
+                own = match FORMAT.load(ctx.store.as_ref(), &dir, true).await {
+                    Ok(state) => state,
+                    Err(e) => return (name, Err(e)),
+                };
+            }
+            other => return (name, other),
+        }
+    }
+}
+
+/// The bytes a fold of `name` as `plan` says reads: its changelog files
+/// after the plan's start and the live files of the table it starts from.
+fn fold_bytes(
+    changes: &Changes,
+    plan: &Plan,
+    states: &HashMap<String, TableState>,
+    name: &str,
+) -> u64 {
+    let changed: u64 = plan
+        .lineage
+        .members
+        .iter()
+        .flat_map(|(n, _)| changes.files.get(n).into_iter().flatten())
+        .filter(|(seq, _)| *seq > plan.after)
+        .map(|(_, f)| f.bytes)
+        .sum();
+    let base = match &plan.start {
+        Start::Own => states.get(name),
+        Start::Copy(from) => states.get(from),
+        Start::Empty => None,
+    };
+    let live: u64 = base
+        .into_iter()
+        .flat_map(|s| s.files.values())
+        .map(|add| add["size"].as_u64().unwrap_or(0))
+        .sum();
+    changed + live
 }
 
 /// The changelog files of a planned table after its start, from the folders
@@ -487,6 +570,7 @@ async fn write_mark(store: &dyn ObjectStore, s1: u64) {
     }
 }
 
+#[derive(Clone)]
 struct Ctx<'a> {
     store: Arc<dyn ObjectStore>,
     s1: u64,
