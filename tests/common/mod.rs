@@ -492,8 +492,14 @@ fn unescape_batch(s: &str) -> String {
 
 static RUN_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
+/// The sluice binary the tests run: this build's, or for a benchmark that
+/// compares two builds, the one `SLUICE_BENCH_BIN` names.
 pub fn sluice_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_sluice")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("SLUICE_BENCH_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_sluice").to_owned())
+    })
 }
 
 /// One sidecar configuration. Fields are public so a test can change them before

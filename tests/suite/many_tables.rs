@@ -7,6 +7,8 @@
 //! `requests_in_flight` tables a round costs the same; past it, one more
 //! round per that many tables.
 
+use std::time::{Duration, Instant};
+
 use crate::common::proxy::FaultProxy;
 use crate::common::*;
 
@@ -42,6 +44,10 @@ fn round_trips(db: &MariaDb, prefix: &str, tables: usize) -> (usize, usize, usiz
     sluice.extra_sink = "requests_in_flight = 64".to_owned();
     let proxy = FaultProxy::start(lake.moto().unwrap().port());
     proxy.route(&mut sluice, "30s");
+    // A distant store: requests issued together overlap for certain (on
+    // loopback an answer can come back before a busy machine issues the
+    // next request of the same batch, which would look like a chain).
+    proxy.set_delay(Duration::from_millis(25));
     db.sql(&every_table(1));
     sluice.run_until_caught_up_ok();
 
@@ -70,10 +76,123 @@ fn status_a_start_and_a_checkpoint_cost_round_trips_that_do_not_grow_with_tables
     let few = round_trips(&db, "few", 4);
     let many = round_trips(&db, "many", 60);
     eprintln!("sequential round trips (status, idle start, checkpoint): 4 tables {few:?}, 60 tables {many:?}");
-    // A few more where requests of 60 tables queue behind each other at
-    // the proxy; before they were issued together, 48 tables cost 6× the
-    // round trips of 4 at start and 8× at a checkpoint.
-    assert!(many.0 <= few.0 + 3, "status: {few:?} → {many:?}");
-    assert!(many.1 <= few.1 + 3, "idle start: {few:?} → {many:?}");
-    assert!(many.2 <= few.2 + 3, "checkpoint: {few:?} → {many:?}");
+    // Within a quarter (and two) of the cost of 4 tables: requests of 60
+    // tables queue a little at the proxy and at moto. Before the requests
+    // of each step were issued together, 48 tables cost 6x the round trips
+    // of 4 at start and 8x at a checkpoint.
+    let close = |few: usize, many: usize| many <= few + few / 4 + 2;
+    assert!(close(few.0, many.0), "status: {few:?} → {many:?}");
+    assert!(close(few.1, many.1), "idle start: {few:?} → {many:?}");
+    assert!(close(few.2, many.2), "checkpoint: {few:?} → {many:?}");
+}
+
+/// `benches/many_tables.sh`: the issue's workload. BENCH_TABLES tables in
+/// BENCH_DBS databases hold BENCH_ROWS rows before the start; the initial
+/// snapshot is timed, then BENCH_TXNS single-row transactions spread over
+/// the tables and the catch-up, an idle start and `status`. BENCH_BACKEND=s3
+/// puts the lake on moto_server, BENCH_DELAY_MS adds that much to every
+/// request (a proxy in front of it). Defaults: sluice's, and 1,024 tables
+/// in 16 databases, 51,200 rows, 30,000 transactions. Prints a Markdown row.
+#[test]
+#[ignore]
+fn bench_many_tables() {
+    let knob = |name: &str, default: usize| -> usize {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.parse().unwrap_or_else(|_| panic!("{name} is a number")))
+            .unwrap_or(default)
+    };
+    let tables = knob("BENCH_TABLES", 1024);
+    let dbs = knob("BENCH_DBS", 16).min(tables).max(1);
+    let rows = knob("BENCH_ROWS", 51_200);
+    let txns = knob("BENCH_TXNS", 30_000);
+    let delay = knob("BENCH_DELAY_MS", 0);
+    let backend = match std::env::var("BENCH_BACKEND").as_deref() {
+        Ok("s3") => Backend::S3,
+        _ => Backend::Local,
+    };
+    let per_db = tables.div_ceil(dbs);
+    let names: Vec<String> = (0..tables)
+        .map(|i| format!("bench{}.t{}", i / per_db, i % per_db))
+        .collect();
+    let db = MariaDb::start();
+    let mut ddl = String::new();
+    for d in 0..dbs {
+        ddl.push_str(&format!("CREATE DATABASE bench{d};\n"));
+    }
+    for n in &names {
+        ddl.push_str(&format!(
+            "CREATE TABLE {n} (id INT PRIMARY KEY, v INT, s VARCHAR(32));\n"
+        ));
+    }
+    db.sql(&ddl);
+    let per_table = rows / tables;
+    let mut load = String::new();
+    for n in &names {
+        let values: Vec<String> = (0..per_table)
+            .map(|i| format!("({i}, {i}, 'row {i} of {n}')"))
+            .collect();
+        if !values.is_empty() {
+            load.push_str(&format!("INSERT INTO {n} VALUES {};\n", values.join(", ")));
+        }
+    }
+    db.sql(&load);
+
+    let lake = TestLake::new(backend);
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = lake.sluice(&db, state.path());
+    sluice.include = vec![r"bench\d+\..*".to_owned()];
+    sluice.snapshot = "mode = \"initial\"".to_owned();
+    sluice.default_flush = true;
+    sluice.timeout = Duration::from_secs(7200);
+    let _proxy = (backend == Backend::S3).then(|| {
+        let proxy = FaultProxy::start(lake.moto().unwrap().port());
+        proxy.set_delay(Duration::from_millis(delay as u64));
+        proxy.route(&mut sluice, "120s");
+        proxy
+    });
+    let timed = |what: &dyn Fn()| {
+        let t = Instant::now();
+        what();
+        t.elapsed().as_secs_f64()
+    };
+    let snapshot = timed(&|| {
+        sluice.run_until_caught_up_ok();
+    });
+    // Single-row transactions, round robin over the tables: an update of
+    // an existing row, or a new row where a table has none.
+    let mut script = String::new();
+    for i in 0..txns {
+        let n = &names[i % tables];
+        if per_table > 0 {
+            script.push_str(&format!(
+                "UPDATE {n} SET v = v + 1 WHERE id = {};\n",
+                (i / tables) % per_table
+            ));
+        } else {
+            script.push_str(&format!("INSERT INTO {n} VALUES ({i}, {i}, 'x');\n"));
+        }
+    }
+    db.sql(&script);
+    let catch_up = timed(&|| {
+        sluice.run_until_caught_up_ok();
+    });
+    let idle = timed(&|| {
+        sluice.run_until_caught_up_ok();
+    });
+    let t = Instant::now();
+    let s = sluice.status_json();
+    let status = t.elapsed().as_secs_f64();
+    assert_eq!(s["delta_lag"], serde_json::json!({}), "{s}");
+    let behind = s["current_tables"]
+        .as_object()
+        .into_iter()
+        .flat_map(|c| c.values())
+        .filter(|c| c["lag_manifests"].as_u64() != Some(0))
+        .count();
+    println!(
+        "\n| backend | delay ms | tables | rows | transactions | snapshot s | catch-up s | idle start s | status s | current tables behind |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n\
+         | {backend:?} | {delay} | {tables} | {rows} | {txns} | {snapshot:.2} | {catch_up:.2} | {idle:.2} | {status:.2} | {behind} |\n"
+    );
 }
