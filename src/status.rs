@@ -38,7 +38,6 @@ pub(crate) fn lag_bytes(
 
 pub async fn status(config: &Config, as_json: bool) -> Result<String> {
     let lake = Lake::open(&config.sink)?;
-    let in_flight = config.sink.requests_in_flight;
     let manifest = lake.latest_manifest().await?;
     if let Some(m) = &manifest {
         crate::schema::history::check_lake_types(lake.store.as_ref(), m).await?;
@@ -66,13 +65,13 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
     // The Delta version of every table folder that has a log, and the
     // tables whose Delta log lacks some manifests' commits.
     let (delta, delta_lag) = match &manifest {
-        Some(m) => crate::table::lake_lags(&lake, m, in_flight).await?,
+        Some(m) => crate::table::lake_lags(&lake, m).await?,
         None => (
-            crate::table::versions(lake.store.as_ref(), in_flight).await?,
+            crate::table::versions(lake.store.as_ref(), lake.in_flight).await?,
             Default::default(),
         ),
     };
-    let current = crate::table::current::current_status(&lake, in_flight).await?;
+    let current = crate::table::current::current_status(&lake).await?;
     let now = chrono::Utc::now();
     // Requests in the lake: waiting for the sidecar, or adopted by a
     // committed manifest and about to be deleted.

@@ -178,13 +178,8 @@ pub async fn run(
     let mut source = open_source(config, committed.as_ref()).await?;
     let start_position = start::start_position(&source.start, committed.as_ref());
     // What the last run left half done, put back as the manifest says.
-    let (history, table_logs) = start::restore(
-        &lake,
-        committed.as_ref(),
-        &config.state_dir,
-        config.sink.requests_in_flight,
-    )
-    .await?;
+    let (history, table_logs) =
+        start::restore(&lake, committed.as_ref(), &config.state_dir).await?;
     // Every captured table's shape at the start, and the snapshots to take.
     let tables = start::prepare_tables(
         config,
@@ -259,11 +254,7 @@ impl<'c> Pipeline<'c> {
                 config.current.enabled,
                 config.background_share(),
             ),
-            retention: retention::Retention::new(
-                &config.retention,
-                config.current.enabled,
-                config.sink.requests_in_flight,
-            ),
+            retention: retention::Retention::new(&config.retention, config.current.enabled),
             writer_id,
             tracker: b.tracker,
             plans: HashMap::new(),

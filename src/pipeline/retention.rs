@@ -25,8 +25,6 @@ const MAX_ROUND_INTERVAL: Duration = Duration::from_secs(600);
 pub struct Retention {
     manifests: Duration,
     current: bool,
-    /// Tables read at once (`[sink] requests_in_flight`).
-    in_flight: usize,
     interval: Duration,
     started: Option<Instant>,
     running: Option<JoinHandle<bool>>,
@@ -37,12 +35,11 @@ pub struct Retention {
 impl Retention {
     /// The rounds of `[retention]`; `current` when `[current]` is on (the
     /// folds' marks then hold manifests back).
-    pub fn new(config: &RetentionConfig, current: bool, in_flight: usize) -> Self {
+    pub fn new(config: &RetentionConfig, current: bool) -> Self {
         let manifests = config.manifests;
         Retention {
             manifests,
             current,
-            in_flight,
             interval: (manifests / 2).clamp(MIN_ROUND_INTERVAL, MAX_ROUND_INTERVAL),
             started: None,
             running: None,
@@ -72,14 +69,16 @@ impl Retention {
         }
         self.started = Some(Instant::now());
         self.more = false;
-        let lake = Lake::new(lake.store.clone());
+        let lake = Lake {
+            in_flight: lake.in_flight,
+            ..Lake::new(lake.store.clone())
+        };
         let (newest, metrics) = (newest.clone(), metrics.clone());
-        let in_flight = self.in_flight;
         let (retention, current) = (self.manifests, self.current);
         self.running = Some(tokio::spawn(async move {
             let started = Instant::now();
             let _slot = super::current::BACKGROUND.acquire().await;
-            match round(&lake, &newest, retention, current, in_flight).await {
+            match round(&lake, &newest, retention, current).await {
                 Ok(r) => {
                     metrics.retained(r.deleted, r.floor);
                     if r.deleted > 0 {
@@ -120,7 +119,6 @@ async fn round(
     newest: &Manifest,
     retention: Duration,
     current: bool,
-    in_flight: usize,
 ) -> crate::error::Result<RetentionReport> {
     let fold_mark = if current {
         Some(crate::table::current::last_complete_fold(lake.store.as_ref()).await)
@@ -131,7 +129,7 @@ async fn round(
         newest: newest.seq,
         hint: lake.read_hint().await?,
         fold_mark,
-        delta_from: crate::table::delta_needs(lake, newest, in_flight).await?,
+        delta_from: crate::table::delta_needs(lake, newest).await?,
     };
     lake.retain_manifests(&needs, retention, chrono::Utc::now().timestamp_millis())
         .await

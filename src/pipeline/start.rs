@@ -324,7 +324,6 @@ pub(super) async fn restore(
     lake: &Lake,
     committed: Option<&Manifest>,
     state_dir: &std::path::Path,
-    requests_in_flight: usize,
 ) -> Result<(SchemaHistory, TableLogs)> {
     // Only what the newest manifest proves uncommittable: files named for a
     // later checkpoint may belong to a sidecar still running on this lake;
@@ -356,7 +355,7 @@ pub(super) async fn restore(
     }
     // Delta commits missing for committed manifests (a crash between the
     // manifest and them, or a lake of a sluice without Delta logs).
-    let mut table_logs = TableLogs::new().with_requests_in_flight(requests_in_flight);
+    let mut table_logs = TableLogs::new().with_requests_in_flight(lake.in_flight);
     if let Some(m) = committed {
         let schemas = SchemaVersions::load_all(&history)?;
         match table_logs

@@ -168,10 +168,10 @@ pub(super) fn log_lags(state: &TableState, newest: &Manifest) -> bool {
 /// The first manifest the lake's lagging changelog logs still need (for
 /// retention): after each lagging log's last, from the first for a table
 /// with data files and no log yet; `None` when no log lags.
-pub async fn delta_needs(lake: &Lake, newest: &Manifest, in_flight: usize) -> Result<Option<u64>> {
+pub async fn delta_needs(lake: &Lake, newest: &Manifest) -> Result<Option<u64>> {
     let store = lake.store.as_ref();
     let mut need: Option<u64> = None;
-    for (dir, state) in table_logs(store, in_flight).await? {
+    for (dir, state) in table_logs(store, lake.in_flight).await? {
         let state = state?;
         let from = match state.version {
             None if has_data_files(store, &dir).await? => 1,
@@ -192,14 +192,13 @@ pub async fn delta_needs(lake: &Lake, newest: &Manifest, in_flight: usize) -> Re
 pub async fn lake_lags(
     lake: &Lake,
     newest: &Manifest,
-    in_flight: usize,
 ) -> Result<(BTreeMap<String, u64>, BTreeMap<String, DeltaLag>)> {
     let store = lake.store.as_ref();
     let mut versions = BTreeMap::new();
     // Table folder → (db.table, the last manifest seq its log holds).
     let mut behind: BTreeMap<String, (String, u64)> = BTreeMap::new();
     let mut unreadable: Vec<DeltaLag> = Vec::new();
-    for (dir, state) in table_logs(store, in_flight).await? {
+    for (dir, state) in table_logs(store, lake.in_flight).await? {
         let Some((db, table)) = table_names(&dir) else {
             continue;
         };
@@ -444,7 +443,7 @@ impl TableLogs {
         // the newest manifest (every manifest that touches a table adds rows).
         let mut lagging: BTreeMap<String, u64> = BTreeMap::new();
         let mut failed = Vec::new();
-        let dirs = table_dirs(store).await?;
+        let dirs = table_dirs(store, self.in_flight).await?;
         // The logs this run does not know yet, read at once.
         let unknown = dirs
             .iter()

@@ -682,7 +682,7 @@ fn abort_after_commits() {
 
 /// The table folders `<db>/<table>` of the lake (folders starting with `_`
 /// belong to sluice or to a table's Delta log).
-async fn table_dirs(store: &dyn ObjectStore) -> Result<Vec<Path>> {
+async fn table_dirs(store: &dyn ObjectStore, in_flight: usize) -> Result<Vec<Path>> {
     let dbs = store.list_with_delimiter(None).await?;
     let dbs = dbs
         .common_prefixes
@@ -691,7 +691,7 @@ async fn table_dirs(store: &dyn ObjectStore) -> Result<Vec<Path>> {
     // One listing per database, several at once.
     let listed: Vec<_> = futures::stream::iter(dbs)
         .map(|db| async move { store.list_with_delimiter(Some(&db)).await })
-        .buffered(crate::config::DEFAULT_REQUESTS_IN_FLIGHT)
+        .buffered(in_flight.max(1))
         .try_collect()
         .await?;
     Ok(listed
@@ -707,7 +707,7 @@ async fn table_logs(
     store: &dyn ObjectStore,
     in_flight: usize,
 ) -> Result<Vec<(Path, Result<TableState>)>> {
-    let dirs = table_dirs(store)
+    let dirs = table_dirs(store, in_flight)
         .await?
         .into_iter()
         .filter(|dir| table_names(dir).is_some())

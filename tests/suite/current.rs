@@ -102,6 +102,16 @@ fn assert_no_orphans(dir: &Path) {
     }
 }
 
+/// The line of `sluice status` that reports `table`'s current table.
+fn current_status_line(sluice: &Sluice, table: &str) -> String {
+    let out = sluice.run_args(&["status"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find(|l| l.trim_start().starts_with(&format!("{table} ")) && l.contains(" seq "))
+        .unwrap_or_else(|| panic!("no current-table line for {table}:\n{text}"))
+        .to_string()
+}
+
 #[test]
 fn current_tables_equal_the_source_through_ddl_and_kills() {
     let db = MariaDb::start();
@@ -270,12 +280,7 @@ fn current_tables_equal_the_source_through_ddl_and_kills() {
         folded_seqs(&t_dir).last().unwrap().1
     );
     assert!(t_status["seq"].as_u64().unwrap() <= newest);
-    let text = sluice.run_args(&["status"], &[]);
-    let text = String::from_utf8_lossy(&text.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("shop.t ") && l.contains(" seq "))
-        .unwrap_or_else(|| panic!("no current-table line for shop.t:\n{text}"));
+    let line = current_status_line(&sluice, "shop.t");
     assert!(
         line.contains(&format!("seq {}", t_status["seq"])) && line.ends_with("current"),
         "{line}"
@@ -331,12 +336,7 @@ fn changes_that_net_to_nothing_still_move_the_folded_seq() {
     assert_eq!(t_status["lag_manifests"], 0, "{status}");
     assert_eq!(t_status["seq"].as_u64().unwrap(), seq, "{status}");
     assert!(seq > before.last().unwrap().1, "{before:?} → {after:?}");
-    let text = sluice.run_args(&["status"], &[]);
-    let text = String::from_utf8_lossy(&text.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("shop.t ") && l.contains(" seq "))
-        .unwrap_or_else(|| panic!("no current-table line for shop.t:\n{text}"));
+    let line = current_status_line(&sluice, "shop.t");
     assert!(line.ends_with("current"), "{line}");
     // The stream never touched shop.o: no version for it.
     assert_eq!(folded_seqs(&o_dir), o_before);

@@ -486,7 +486,7 @@ pub fn table_label(dir: &Path) -> String {
 
 /// The changelog tables of the lake (table folders).
 pub async fn changelog_tables(store: &dyn ObjectStore) -> Result<Vec<Path>> {
-    super::table_dirs(store).await
+    super::table_dirs(store, crate::config::DEFAULT_REQUESTS_IN_FLIGHT).await
 }
 
 #[cfg(test)]

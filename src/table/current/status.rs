@@ -29,23 +29,21 @@ pub struct CurrentStatus {
 }
 
 /// The current table of every table that has one, by `db.table`: the
-/// tables read `in_flight` at a time.
-pub async fn current_status(
-    lake: &Lake,
-    in_flight: usize,
-) -> Result<BTreeMap<String, CurrentStatus>> {
+/// tables read `lake.in_flight` at a time.
+pub async fn current_status(lake: &Lake) -> Result<BTreeMap<String, CurrentStatus>> {
+    let in_flight = lake.in_flight.max(1);
     let store: &dyn ObjectStore = lake.store.as_ref();
     let root = object_store::path::Path::from(CURRENT_DIR);
     let dbs = store.list_with_delimiter(Some(&root)).await?;
     let listed: Vec<_> = futures::stream::iter(dbs.common_prefixes)
         .map(|db| async move { store.list_with_delimiter(Some(&db)).await })
-        .buffered(in_flight.max(1))
+        .buffered(in_flight)
         .try_collect()
         .await?;
     let dirs = listed.into_iter().flat_map(|l| l.common_prefixes);
     let found: Vec<Option<(String, CurrentStatus)>> = futures::stream::iter(dirs)
         .map(|dir| table_status(lake, dir))
-        .buffered(in_flight.max(1))
+        .buffered(in_flight)
         .collect()
         .await;
     Ok(found.into_iter().flatten().collect())
