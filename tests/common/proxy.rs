@@ -97,6 +97,8 @@ pub struct Exchange {
     /// came back (0: never). One clock for all exchanges, so they order them.
     pub sent: u64,
     pub answered: u64,
+    /// When the answer came back, in microseconds of the proxy's clock.
+    pub answered_us: u64,
 }
 
 #[derive(Default)]
@@ -118,6 +120,19 @@ static CLOCK: AtomicU64 = AtomicU64::new(1);
 fn tick() -> u64 {
     CLOCK.fetch_add(1, Ordering::SeqCst)
 }
+
+/// Microseconds since the first call: the time of an answer.
+fn micros() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_micros() as u64
+}
+
+/// Answers that came back within this long of the last answer before a
+/// request went out may each be what it waited for.
+const TRIGGER_WINDOW_US: u64 = 5_000;
 
 impl FaultProxy {
     /// A proxy on a free loopback port forwarding to 127.0.0.1:`upstream`.
@@ -182,21 +197,49 @@ impl FaultProxy {
     /// The longest chain of the exchanges so far in which each request went
     /// out after the one before it was answered: the round trips made one
     /// after another, which a store's latency multiplies.
+    ///
+    /// A request waited for an answer that came back just before it went
+    /// out: the last one, or one within `TRIGGER_WINDOW_US` of it (the
+    /// shallowest of those counts). Not for every earlier answer: of two
+    /// tables' chains of requests made side by side, one table's request
+    /// often goes out after the other table's next answer, and counting that
+    /// as a wait would zigzag between independent chains and grow with the
+    /// table count on a busy machine. A chain made one request after another
+    /// still counts in full: each request follows its predecessor's answer
+    /// closely, and no other answer comes back in between.
     pub fn sequential_round_trips(&self) -> usize {
-        let mut log: Vec<Exchange> = self
+        let log: Vec<Exchange> = self
             .exchanges()
             .into_iter()
             .filter(|e| e.sent > 0)
             .collect();
-        log.sort_by_key(|e| e.sent);
+        // Every send and answer on the one clock, in order.
+        let mut events: Vec<(u64, bool, usize)> = Vec::new();
+        for (i, e) in log.iter().enumerate() {
+            events.push((e.sent, false, i));
+            if e.answered > 0 {
+                events.push((e.answered, true, i));
+            }
+        }
+        events.sort();
         let mut depth = vec![0usize; log.len()];
-        for i in 0..log.len() {
-            let before = (0..i)
-                .filter(|&j| log[j].answered > 0 && log[j].answered < log[i].sent)
-                .map(|j| depth[j])
-                .max()
-                .unwrap_or(0);
-            depth[i] = before + 1;
+        let mut answers: Vec<usize> = Vec::new();
+        for (_, answer, i) in events {
+            if answer {
+                answers.push(i);
+                continue;
+            }
+            let waited_for = answers.last().map(|&last| {
+                let since = log[last].answered_us.saturating_sub(TRIGGER_WINDOW_US);
+                answers
+                    .iter()
+                    .rev()
+                    .take_while(|&&j| log[j].answered_us >= since)
+                    .map(|&j| depth[j])
+                    .min()
+                    .unwrap_or(0)
+            });
+            depth[i] = waited_for.unwrap_or(0) + 1;
         }
         depth.into_iter().max().unwrap_or(0)
     }
@@ -295,6 +338,7 @@ async fn serve(mut client: TcpStream, upstream: u16, state: Arc<Mutex<State>>) {
             status: None,
             sent: 0,
             answered: 0,
+            answered_us: 0,
         });
         (fault, s.log.len() - 1)
     };
@@ -323,6 +367,7 @@ async fn serve(mut client: TcpStream, upstream: u16, state: Arc<Mutex<State>>) {
     }
     let answer = forward(upstream, &request).await;
     let answered = tick();
+    let answered_us = micros();
     if let Some(answer) = &answer {
         let status = String::from_utf8_lossy(&answer[..head_len(answer).min(64)])
             .split_whitespace()
@@ -331,6 +376,7 @@ async fn serve(mut client: TcpStream, upstream: u16, state: Arc<Mutex<State>>) {
         let mut s = state.lock().unwrap();
         s.log[index].status = status;
         s.log[index].answered = answered;
+        s.log[index].answered_us = answered_us;
     }
     match fault {
         Some(Fault::Drop) => {}
