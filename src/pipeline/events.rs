@@ -467,10 +467,18 @@ impl Pipeline<'_> {
     ) -> Result<()> {
         if let Some(run) = self.snapshot.as_mut() {
             for name in fx.markers.iter().map(|s| s.qualified_name()) {
-                run.table_changed(&name);
+                run.table_changed(&name, &at.position);
             }
             for name in &fx.closed {
-                run.table_changed(name);
+                run.table_changed(name, &at.position);
+            }
+            // Renamed tables, and tables read again, have their keys read
+            // again too (a snapshot window needs no more than the above).
+            let renamed = fx.renamed.iter().flat_map(|(from, to)| [from, to]);
+            let entered = fx.entered.iter().map(|t| format!("{}.{}", t.0, t.1));
+            let reread = fx.rereads.iter().map(|(t, _)| t.clone());
+            for name in renamed.cloned().chain(entered).chain(reread) {
+                run.note_key_change(&name, &at.position);
             }
         }
         for shape in fx.markers {

@@ -429,18 +429,18 @@ impl Pipeline<'_> {
                     self.current.publish(&self.metrics);
                     self.compactions.tick(&self.lake.store, self.committed.as_ref(), &self.metrics);
                     self.retention.tick(&self.lake, self.committed.as_ref(), &self.metrics);
-                    if let Some(head) = &stop_at {
-                        if !self.in_tx && self.position() >= *head && self.snapshot_done() {
-                            self.checkpoint().await?;
-                            info!(head = %head, "caught up with the binlog head at start");
-                            return Ok(());
-                        }
+                    if self.reached(stop_at.as_ref()) {
+                        return self.end_caught_up().await;
                     }
                     continue;
                 }
                 msg = snapshot::SnapshotRun::next(&mut self.snapshot) => {
                     self.on_snapshot_message(msg, true).await?;
                     waiting_since = Instant::now();
+                    // The last table read (an idle server: no event follows).
+                    if self.reached(stop_at.as_ref()) {
+                        return self.end_caught_up().await;
+                    }
                     continue;
                 }
                 changed = shutdown.changed(), if stopping.is_none() => {
@@ -471,15 +471,23 @@ impl Pipeline<'_> {
                     self.checkpoint().await?;
                 }
             }
-            if let Some(head) = &stop_at {
-                if !self.in_tx && self.position() >= *head && self.snapshot_done() {
-                    self.checkpoint().await?;
-                    info!(head = %head, "caught up with the binlog head at start");
-                    return Ok(());
-                }
+            if self.reached(stop_at.as_ref()) {
+                return self.end_caught_up().await;
             }
             waiting_since = Instant::now();
         }
+    }
+
+    /// `run --until-caught-up` is done: between transactions, at or past
+    /// the binlog head of the start, every snapshot table read.
+    fn reached(&self, stop_at: Option<&BinlogPosition>) -> bool {
+        stop_at.is_some_and(|head| !self.in_tx && self.position() >= *head && self.snapshot_done())
+    }
+
+    async fn end_caught_up(&mut self) -> Result<()> {
+        self.checkpoint().await?;
+        info!(head = %self.position(), "caught up with the binlog head at start");
+        Ok(())
     }
 
     /// No snapshot, or every table's snapshot is in the lake's buffers.

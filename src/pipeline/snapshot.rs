@@ -41,6 +41,9 @@ pub(super) struct SnapshotRun {
     buffers: BTreeMap<String, SnapshotBuffer>,
     /// The reader has read every table.
     finished: bool,
+    /// Where the stream last saw a DDL change each table: a key the reader
+    /// read before that is read again.
+    changed_at: HashMap<String, BinlogPosition>,
     /// Bars on a terminal, log lines otherwise.
     view: ProgressView,
     spawn: SpawnArgs,
@@ -61,6 +64,7 @@ struct Waiting {
     table: String,
     at: BinlogPosition,
     keyless: bool,
+    key_read_at: Option<BinlogPosition>,
     window: Option<Vec<String>>,
     reply: oneshot::Sender<Reply>,
 }
@@ -166,6 +170,7 @@ impl SnapshotRun {
             progress,
             buffers: BTreeMap::new(),
             finished: false,
+            changed_at: HashMap::new(),
             view: ProgressView::for_stderr(),
             spawn,
         }
@@ -225,13 +230,19 @@ impl SnapshotRun {
         self.buffers.remove(table)
     }
 
+    /// A DDL statement at `at` may have changed `table`'s key.
+    pub fn note_key_change(&mut self, table: &str, at: &BinlogPosition) {
+        self.changed_at.insert(table.to_string(), at.clone());
+    }
+
     /// A watermark window is open on `table`.
     pub fn watches(&self, table: &str) -> bool {
         self.windows.values().any(|w| w.table == table)
     }
 
-    /// A DDL statement changed or emptied `table`.
-    pub fn table_changed(&mut self, table: &str) {
+    /// A DDL statement at `at` changed or emptied `table`.
+    pub fn table_changed(&mut self, table: &str, at: &BinlogPosition) {
+        self.note_key_change(table, at);
         for w in self.windows.values_mut().filter(|w| w.table == table) {
             w.reshaped = true;
         }
@@ -296,6 +307,7 @@ impl Pipeline<'_> {
                 table,
                 at,
                 keyless,
+                key_read_at,
                 window,
                 reply,
             } => {
@@ -318,6 +330,7 @@ impl Pipeline<'_> {
                     table,
                     at,
                     keyless,
+                    key_read_at,
                     window,
                     reply,
                 });
@@ -386,6 +399,12 @@ impl Pipeline<'_> {
                 let _ = w.reply.send(Reply::Skip);
                 continue;
             };
+            if let (Some(read), Some(changed)) = (&w.key_read_at, run.changed_at.get(&w.table)) {
+                if changed >= read {
+                    let _ = w.reply.send(Reply::KeyChanged);
+                    continue;
+                }
+            }
             let t = run
                 .progress
                 .entry(w.table.clone())

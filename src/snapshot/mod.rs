@@ -117,6 +117,10 @@ pub enum Message {
         table: String,
         at: BinlogPosition,
         keyless: bool,
+        /// Where the reader read the table's key together with the other
+        /// tables' (the binlog head before it), if it did: a table the
+        /// stream saw changed at or after it gets [`Reply::KeyChanged`].
+        key_read_at: Option<BinlogPosition>,
         /// The key columns of a chunk read in a watermark window that opens
         /// at `at` (no consistent read): the pipeline notes the keys of the
         /// table's rows that change from `at` until it places the chunk.
@@ -145,6 +149,9 @@ pub enum Reply {
     TooLate,
     /// The table is no longer captured (dropped, or renamed away).
     Skip,
+    /// A DDL changed the table after `key_read_at`: read its key again,
+    /// then open a new read.
+    KeyChanged,
 }
 
 /// The rows of one chunk: the table's columns in the accepted shape.

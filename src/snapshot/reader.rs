@@ -1,6 +1,7 @@
 //! The snapshot reader: one connection of its own, one table after another,
 //! one consistent read per chunk (see the module above for the protocol).
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,9 @@ use crate::source::{self, BinlogPosition};
 use crate::types::ColumnKind;
 
 mod key;
-use key::{key_columns, key_names, key_orders, resumes_under, same_order, KeyColumn};
+use key::{
+    all_key_columns, key_columns, key_names, key_orders, resumes_under, same_order, KeyColumn,
+};
 
 /// A chunk whose consistent position the stream passed this many times in a
 /// row (and every time as many more) is named in a warning.
@@ -51,6 +54,12 @@ pub fn spawn(
             method,
             next_chunk: 0,
             key: None,
+            open_read: None,
+            keys: HashMap::new(),
+            keys_at: BinlogPosition {
+                file: String::new(),
+                pos: 0,
+            },
         };
         let outcome = reader.read_all(&source, server_id, work).await;
         let last = match outcome {
@@ -71,6 +80,14 @@ struct Reader {
     next_chunk: ChunkId,
     /// The key of the table being read, sent with its chunks.
     key: Option<Vec<KeyOrder>>,
+    /// The consistent read a table's last chunk ended in, still open for
+    /// the next table: its position, and when it began.
+    open_read: Option<(BinlogPosition, i64)>,
+    /// The keys of the tables still to read, read together at `keys_at`
+    /// (before the binlog head there): a table the stream saw changed at
+    /// or after it asks for its key again.
+    keys: HashMap<(String, String), Option<Vec<KeyColumn>>>,
+    keys_at: BinlogPosition,
 }
 
 /// Why reading stops early.
@@ -101,6 +118,15 @@ impl Reader {
         prepare_session(&mut conn, server_id).await?;
         self.method = resolve_method(&mut conn, self.method).await?;
         info!(method = ?self.method, "snapshot reader connected");
+        self.keys_at = binlog_head(&mut conn)
+            .await
+            .map_err(|e| Error::Connection(format!("snapshot keys: {e}")))?;
+        let databases: BTreeSet<&str> = work
+            .iter()
+            .filter_map(|w| w.table.split_once('.').map(|(db, _)| db))
+            .collect();
+        let databases: Vec<&str> = databases.into_iter().collect();
+        self.keys = all_key_columns(&mut conn, &databases).await?;
         for w in work {
             match self.read_table(&mut conn, w).await {
                 Ok(()) => {}
@@ -108,7 +134,43 @@ impl Reader {
                 Err(Halt::Failed(e)) => return Err(e),
             }
         }
+        if self.open_read.take().is_some() {
+            conn.query_drop("COMMIT")
+                .await
+                .map_err(|e| Error::Connection(format!("snapshot read: {e}")))?;
+        }
         Ok(())
+    }
+
+    /// Where a table's read starts under `key`: logs it, and goes on after
+    /// the saved last key only under a key of the same order.
+    fn begin_table(
+        &mut self,
+        table: &str,
+        w: &Work,
+        key: Option<&[KeyColumn]>,
+    ) -> Result<Option<Vec<KeyValue>>, Halt> {
+        match key {
+            Some(k) => {
+                let names: Vec<&str> = k.iter().map(|c| c.name.as_str()).collect();
+                info!(%table, key = %names.join(","), "snapshot of a table begins")
+            }
+            None => info!(%table, "snapshot of a table without a usable key: one consistent read"),
+        }
+        if self.method == SnapshotMethod::Watermark && key.is_none() {
+            return Err(Halt::Failed(keyless_under_watermark(table)));
+        }
+        let mut after = w.after.clone();
+        if after.is_some() && !resumes_under(w.key.as_deref(), key, after.as_deref()) {
+            // Stopped mid-snapshot, and the key changed meanwhile: the saved
+            // last key is a key of another order. Reading from the first row
+            // again puts rows already read once more (the same rows, keyed
+            // alike), never skips one; the DDL, once streamed, re-reads it.
+            warn!(%table, from = ?w.key.as_ref().map(|k| k.iter().map(|c| c.name.as_str()).collect::<Vec<_>>()), to = %key_names(key), "the table's key changed while sluice was stopped: its snapshot starts over from the first row");
+            after = None;
+        }
+        self.key = key.map(key_orders);
+        Ok(after)
     }
 
     async fn send(&self, m: Message) -> Result<(), Halt> {
@@ -121,51 +183,43 @@ impl Reader {
             table: table.to_string(),
             message: "not a db.table name".into(),
         })?;
-        let key = key_columns(conn, db, name).await?;
-        match &key {
-            Some(k) => {
-                let names: Vec<&str> = k.iter().map(|c| c.name.as_str()).collect();
-                info!(%table, key = %names.join(","), "snapshot of a table begins")
-            }
-            None => info!(%table, "snapshot of a table without a usable key: one consistent read"),
-        }
+        // The key read with the others, unless the stream saw the table
+        // change since (the pipeline says so at the chunk's position).
+        let (mut key, mut key_read_at) = match self.keys.remove(&(db.to_string(), name.to_string()))
+        {
+            Some(key) => (key, Some(self.keys_at.clone())),
+            None => (key_columns(conn, db, name).await?, None),
+        };
+        let mut after = self.begin_table(table, &w, key.as_deref())?;
         let watermark = self.method == SnapshotMethod::Watermark;
-        if watermark && key.is_none() {
-            return Err(Halt::Failed(keyless_under_watermark(table)));
-        }
-        let mut after = w.after;
-        if after.is_some() && !resumes_under(w.key.as_deref(), key.as_deref(), after.as_deref()) {
-            // Stopped mid-snapshot, and the key changed meanwhile: the saved
-            // last key is a key of another order. Reading from the first row
-            // again puts rows already read once more (the same rows, keyed
-            // alike), never skips one; the DDL, once streamed, re-reads it.
-            warn!(%table, from = ?w.key.as_ref().map(|k| k.iter().map(|c| c.name.as_str()).collect::<Vec<_>>()), to = %key_names(key.as_deref()), "the table's key changed while sluice was stopped: its snapshot starts over from the first row");
-            after = None;
-        }
-        self.key = key.as_deref().map(key_orders);
-        let mut key = key;
         let mut retries = 0u32;
         loop {
             self.next_chunk += 1;
             let chunk = self.next_chunk;
             let sql = |e: mysql_async::Error| Halt::Failed(server_error(table, e));
-            let at = if watermark {
+            let (at, read_at_ms) = if watermark {
                 // The window opens at the head: the rows read below are
                 // those of some point after it.
-                binlog_head(conn).await.map_err(sql)?
+                let at = binlog_head(conn).await.map_err(sql)?;
+                (at, chrono::Utc::now().timestamp_millis())
+            } else if let Some(open) = self.open_read.take() {
+                // The read the last table ended in: still good while the
+                // stream has not passed its position (else `TooLate`).
+                open
             } else {
                 conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                     .await
                     .map_err(sql)?;
-                snapshot_position(conn).await?
+                let at = snapshot_position(conn).await?;
+                (at, chrono::Utc::now().timestamp_millis())
             };
-            let read_at_ms = chrono::Utc::now().timestamp_millis();
             let (reply_tx, reply_rx) = oneshot::channel();
             self.send(Message::Announce {
                 chunk,
                 table: table.to_string(),
                 at: at.clone(),
                 keyless: key.is_none(),
+                key_read_at: key_read_at.clone(),
                 window: key
                     .as_ref()
                     .filter(|_| watermark)
@@ -174,7 +228,10 @@ impl Reader {
             })
             .await?;
             let shape = match reply_rx.await.map_err(|_| Halt::Stopped)? {
-                Reply::Accept { shape } => shape,
+                Reply::Accept { shape } => {
+                    key_read_at = None;
+                    shape
+                }
                 Reply::TooLate => {
                     if !watermark {
                         conn.query_drop("ROLLBACK").await.map_err(sql)?;
@@ -194,6 +251,16 @@ impl Reader {
                         conn.query_drop("ROLLBACK").await.map_err(sql)?;
                     }
                     return Ok(());
+                }
+                Reply::KeyChanged => {
+                    if !watermark {
+                        conn.query_drop("ROLLBACK").await.map_err(sql)?;
+                    }
+                    info!(%table, "the table changed since its key was read; reading the key again");
+                    key = key_columns(conn, db, name).await?;
+                    key_read_at = None;
+                    after = self.begin_table(table, &w, key.as_deref())?;
+                    continue;
                 }
             };
             let read = match &key {
@@ -216,6 +283,12 @@ impl Reader {
             };
             match read {
                 Ok(end) => {
+                    if !watermark && end.last {
+                        // The next table reads in the same consistent read:
+                        // small tables cost one query each, not four.
+                        self.open_read = Some((at, read_at_ms));
+                        return Ok(());
+                    }
                     if !watermark {
                         conn.query_drop("COMMIT").await.map_err(sql)?;
                     }
@@ -771,17 +844,37 @@ pub async fn plan(
     let mut conn = source::connect(cfg).await?;
     let watermark = resolve_method(&mut conn, method).await? == SnapshotMethod::Watermark;
     let q = |e: mysql_async::Error| Error::Preflight(format!("snapshot plan: {e}"));
-    for (db, name) in tables {
-        let row: Option<TableFacts> = conn
-            .exec_first(
-                "SELECT t.ENGINE, t.TABLE_ROWS, e.TRANSACTIONS, t.TABLE_TYPE FROM information_schema.TABLES t \
+    // Every table of the databases at once, and (for the watermark method)
+    // their keys: a thousand tables asked one by one cost seconds.
+    let databases: Vec<&str> = tables
+        .iter()
+        .map(|(db, _)| db.as_str())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let marks = vec!["?"; databases.len()].join(", ");
+    let mut facts: HashMap<(String, String), TableFacts> = conn
+        .exec::<(String, String, Option<String>, Option<u64>, Option<String>, String), _, _>(
+            format!(
+                "SELECT t.TABLE_SCHEMA, t.TABLE_NAME, t.ENGINE, t.TABLE_ROWS, e.TRANSACTIONS, t.TABLE_TYPE FROM information_schema.TABLES t \
                  LEFT JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE \
-                 WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ?",
-                (db, name),
-            )
-            .await
-            .map_err(q)?;
-        let Some((engine, estimate, transactions, kind)) = row else {
+                 WHERE t.TABLE_SCHEMA IN ({marks})"
+            ),
+            databases.clone(),
+        )
+        .await
+        .map_err(q)?
+        .into_iter()
+        .map(|(db, name, engine, rows, transactions, kind)| ((db, name), (engine, rows, transactions, kind)))
+        .collect();
+    let mut keys = match watermark {
+        true => all_key_columns(&mut conn, &databases).await?,
+        false => HashMap::new(),
+    };
+    for (db, name) in tables {
+        let Some((engine, estimate, transactions, kind)) =
+            facts.remove(&(db.clone(), name.clone()))
+        else {
             continue;
         };
         if kind != "BASE TABLE" && kind != "SYSTEM VERSIONED" {
@@ -796,7 +889,12 @@ pub async fn plan(
                 ),
             });
         }
-        if watermark && key_columns(&mut conn, db, name).await?.is_none() {
+        let key = match keys.remove(&(db.clone(), name.clone())) {
+            Some(key) => key,
+            None if watermark => key_columns(&mut conn, db, name).await?,
+            None => None,
+        };
+        if watermark && key.is_none() {
             return Err(keyless_under_watermark(&format!("{db}.{name}")));
         }
         progress.insert(

@@ -2,6 +2,8 @@
 //! the reader orders by it, and whether a read may go on after a key of an
 //! earlier definition (after a DDL, or resumed after a stop).
 
+use std::collections::HashMap;
+
 use mysql_async::prelude::*;
 use mysql_async::Conn;
 
@@ -86,15 +88,29 @@ pub(super) fn key_names(key: Option<&[KeyColumn]>) -> String {
     }
 }
 
-/// Index name, column, data type, IS_NULLABLE, charset, collation.
+/// Database, table, index name, column, data type, IS_NULLABLE, charset,
+/// collation, prefix length: one column of a unique index.
 type KeyPart = (
     String,
     String,
-    Vec<u8>,
     String,
+    String,
+    Option<Vec<u8>>,
     Option<String>,
     Option<String>,
+    Option<String>,
+    Option<u64>,
 );
+
+/// The columns of unique indexes, a table's indexes together, each in key
+/// order, the primary key first; `{s}` and `{c}` narrow both views to some
+/// tables. A column the COLUMNS view does not show makes its index unusable.
+const KEY_PARTS: &str = "SELECT s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME, s.COLUMN_NAME, CAST(c.DATA_TYPE AS BINARY), c.IS_NULLABLE, \
+     c.CHARACTER_SET_NAME, c.COLLATION_NAME, s.SUB_PART \
+     FROM information_schema.STATISTICS s LEFT JOIN information_schema.COLUMNS c \
+       ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME AND {c} \
+     WHERE s.NON_UNIQUE = 0 AND {s} \
+     ORDER BY s.TABLE_SCHEMA, s.TABLE_NAME, s.INDEX_NAME = 'PRIMARY' DESC, s.INDEX_NAME, s.SEQ_IN_INDEX";
 
 /// The primary key, else the first unique key whose columns are all NOT
 /// NULL; `None` when the table has neither.
@@ -103,38 +119,80 @@ pub(super) async fn key_columns(
     db: &str,
     table: &str,
 ) -> Result<Option<Vec<KeyColumn>>> {
-    let q = |e: mysql_async::Error| Error::Connection(format!("snapshot key of {db}.{table}: {e}"));
-    let rows: Vec<KeyPart> = conn
+    let parts: Vec<KeyPart> = conn
         .exec(
-            "SELECT s.INDEX_NAME, s.COLUMN_NAME, CAST(c.DATA_TYPE AS BINARY), c.IS_NULLABLE, c.CHARACTER_SET_NAME, c.COLLATION_NAME \
-             FROM information_schema.STATISTICS s JOIN information_schema.COLUMNS c \
-               ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME \
-             WHERE s.TABLE_SCHEMA = ? AND s.TABLE_NAME = ? AND s.NON_UNIQUE = 0 AND s.SUB_PART IS NULL \
-             ORDER BY s.INDEX_NAME = 'PRIMARY' DESC, s.INDEX_NAME, s.SEQ_IN_INDEX",
-            (db, table),
+            KEY_PARTS
+                .replace("{c}", "c.TABLE_SCHEMA = ? AND c.TABLE_NAME = ?")
+                .replace("{s}", "s.TABLE_SCHEMA = ? AND s.TABLE_NAME = ?"),
+            (db, table, db, table),
         )
         .await
-        .map_err(q)?;
-    // Keys with a prefix part (SUB_PART) are left out above, so an index
-    // counts only when all its columns came through: compare with the
-    // index's column count.
-    let counts: Vec<(String, u64)> = conn
+        .map_err(|e| Error::Connection(format!("snapshot key of {db}.{table}: {e}")))?;
+    Ok(choose_keys(parts)
+        .remove(&(db.to_string(), table.to_string()))
+        .flatten())
+}
+
+/// The key of every table of `databases` that has a unique index, in one
+/// query (a thousand tables' keys asked one by one cost seconds): as
+/// [`key_columns`] finds it, `None` where no unique index qualifies. A
+/// table without any unique index is not in the map.
+pub(super) async fn all_key_columns(
+    conn: &mut Conn,
+    databases: &[&str],
+) -> Result<HashMap<(String, String), Option<Vec<KeyColumn>>>> {
+    if databases.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let marks = vec!["?"; databases.len()].join(", ");
+    let params: Vec<mysql_async::Value> = databases
+        .iter()
+        .chain(databases)
+        .map(|d| mysql_async::Value::from(*d))
+        .collect();
+    let parts: Vec<KeyPart> = conn
         .exec(
-            "SELECT INDEX_NAME, COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 GROUP BY INDEX_NAME",
-            (db, table),
+            KEY_PARTS
+                .replace("{c}", &format!("c.TABLE_SCHEMA IN ({marks})"))
+                .replace("{s}", &format!("s.TABLE_SCHEMA IN ({marks})")),
+            params,
         )
         .await
-        .map_err(q)?;
-    let mut indexes: Vec<(String, Vec<KeyColumn>, bool)> = Vec::new();
-    for (index, column, data_type, nullable, charset, collation) in rows {
-        if indexes.last().is_none_or(|(i, _, _)| *i != index) {
-            indexes.push((index.clone(), Vec::new(), true));
+        .map_err(|e| Error::Connection(format!("snapshot keys: {e}")))?;
+    Ok(choose_keys(parts))
+}
+
+/// A unique index: usable as a snapshot key when its columns are all NOT
+/// NULL and none is indexed by a prefix.
+struct UniqueIndex {
+    name: String,
+    columns: Vec<KeyColumn>,
+    usable: bool,
+}
+
+/// Each table's key from its unique indexes' columns (as [`KEY_PARTS`]
+/// orders them): the first index whose columns are all NOT NULL and none
+/// indexed by a prefix.
+fn choose_keys(parts: Vec<KeyPart>) -> HashMap<(String, String), Option<Vec<KeyColumn>>> {
+    // Per table, its unique indexes in order.
+    let mut tables: HashMap<(String, String), Vec<UniqueIndex>> = HashMap::new();
+    for (db, table, index, column, data_type, nullable, charset, collation, sub_part) in parts {
+        let indexes = tables.entry((db, table)).or_default();
+        if indexes.last().is_none_or(|i| i.name != index) {
+            indexes.push(UniqueIndex {
+                name: index,
+                columns: Vec::new(),
+                usable: true,
+            });
         }
-        let entry = indexes.last_mut().expect("pushed above");
-        entry.2 &= nullable == "NO";
-        let data_type = String::from_utf8_lossy(&data_type).to_ascii_lowercase();
+        let Some(entry) = indexes.last_mut() else {
+            continue;
+        };
+        entry.usable &= nullable.as_deref() == Some("NO") && sub_part.is_none();
+        let data_type =
+            String::from_utf8_lossy(&data_type.unwrap_or_default()).to_ascii_lowercase();
         let numeric = matches!(data_type.as_str(), "enum" | "set" | "bit");
-        entry.1.push(KeyColumn {
+        entry.columns.push(KeyColumn {
             name: column,
             collation: match (charset, collation) {
                 (Some(cs), Some(co)) if !numeric => Some((cs, co)),
@@ -145,11 +203,11 @@ pub(super) async fn key_columns(
             binary: false,
         });
     }
-    let key = indexes.into_iter().find(|(index, cols, not_null)| {
-        *not_null
-            && counts
-                .iter()
-                .any(|(i, n)| i == index && *n as usize == cols.len())
-    });
-    Ok(key.map(|(_, cols, _)| cols))
+    tables
+        .into_iter()
+        .map(|(name, indexes)| {
+            let key = indexes.into_iter().find(|i| i.usable).map(|i| i.columns);
+            (name, key)
+        })
+        .collect()
 }
