@@ -345,7 +345,8 @@ fn bench_many_tables() {
         what();
         t.elapsed().as_secs_f64()
     };
-    // BENCH_LOG=FILE keeps the snapshot's log (RUST_LOG sets its level).
+    // BENCH_LOG=FILE keeps the snapshot's log, FILE.catch-up the catch-up's
+    // (RUST_LOG sets their level).
     let snapshot = timed(&|| {
         let out = sluice.run_until_caught_up_ok();
         if let Ok(file) = std::env::var("BENCH_LOG") {
@@ -368,7 +369,10 @@ fn bench_many_tables() {
     }
     db.sql(&script);
     let catch_up = timed(&|| {
-        sluice.run_until_caught_up_ok();
+        let out = sluice.run_until_caught_up_ok();
+        if let Ok(file) = std::env::var("BENCH_LOG") {
+            std::fs::write(format!("{file}.catch-up"), &out.stderr).unwrap();
+        }
     });
     let idle = timed(&|| {
         sluice.run_until_caught_up_ok();
