@@ -43,17 +43,39 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         crate::schema::history::check_lake_types(lake.store.as_ref(), m).await?;
     }
     // The server may be down: status still reports the lake.
-    let server = match source::connect(&config.source).await {
-        Ok(mut conn) => {
-            let head = source::head(&mut conn).await;
-            let logs = source::binary_logs(&mut conn).await;
-            match (head, logs) {
-                (Ok(h), Ok(l)) => Ok((h, l)),
-                (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
-            }
+    let server = async {
+        let mut conn = source::connect(&config.source)
+            .await
+            .map_err(|e| e.to_string())?;
+        let head = source::head(&mut conn).await;
+        let logs = source::binary_logs(&mut conn).await;
+        match (head, logs) {
+            (Ok(h), Ok(l)) => Ok((h, l)),
+            (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
         }
-        Err(e) => Err(e.to_string()),
     };
+    // The Delta version of every table folder that has a log, and the
+    // tables whose Delta log lacks some manifests' commits.
+    let lags = async {
+        match &manifest {
+            Some(m) => crate::table::lake_lags(&lake, m).await,
+            None => Ok((
+                crate::table::versions(lake.store.as_ref(), lake.in_flight).await?,
+                Default::default(),
+            )),
+        }
+    };
+    // Each of these makes its own round trips: together, not one after
+    // another (a store tens of milliseconds away).
+    let (server, lags, current, listed, erasures) = tokio::join!(
+        server,
+        lags,
+        crate::table::current::current_status(&lake),
+        crate::snapshot::request::list(lake.store.as_ref()),
+        crate::forget::records(lake.store.as_ref()),
+    );
+    let (delta, delta_lag) = lags?;
+    let current = current?;
     let cursor = manifest.as_ref().map(|m| BinlogPosition {
         file: m.cursor.file.clone(),
         pos: m.cursor.pos,
@@ -62,16 +84,6 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         (Some(c), Ok((head, logs))) => lag_bytes(logs, c, head),
         _ => None,
     };
-    // The Delta version of every table folder that has a log, and the
-    // tables whose Delta log lacks some manifests' commits.
-    let (delta, delta_lag) = match &manifest {
-        Some(m) => crate::table::lake_lags(&lake, m).await?,
-        None => (
-            crate::table::versions(lake.store.as_ref(), lake.in_flight).await?,
-            Default::default(),
-        ),
-    };
-    let current = crate::table::current::current_status(&lake).await?;
     let now = chrono::Utc::now();
     // Requests in the lake: waiting for the sidecar, or adopted by a
     // committed manifest and about to be deleted.
@@ -79,8 +91,7 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         .iter()
         .flat_map(|m| m.snapshot_requests.iter())
         .collect();
-    let requests: Vec<serde_json::Value> = crate::snapshot::request::list(lake.store.as_ref())
-        .await?
+    let requests: Vec<serde_json::Value> = listed?
         .into_iter()
         .map(|(id, parsed)| {
             let adopted = adopted.contains(&&id);
@@ -97,8 +108,7 @@ pub async fn status(config: &Config, as_json: bool) -> Result<String> {
         })
         .collect();
     // `sluice forget` runs: the keys as HMACs, never their values.
-    let erasures: Vec<serde_json::Value> = crate::forget::records(lake.store.as_ref())
-        .await?
+    let erasures: Vec<serde_json::Value> = erasures?
         .into_iter()
         .map(|r| {
             json!({

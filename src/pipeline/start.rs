@@ -278,9 +278,14 @@ async fn open_offline(
 /// lake whose files hold types this release no longer writes.
 pub(super) async fn open_lake(sink_config: &SinkConfig) -> Result<(Lake, Option<Manifest>)> {
     let lake = Lake::open(sink_config)?;
-    sink::probe_put_if_absent(lake.store.as_ref(), &sink_config.url).await?;
+    // Two independent sets of round trips: together.
+    let (probe, newest) = tokio::join!(
+        sink::probe_put_if_absent(lake.store.as_ref(), &sink_config.url),
+        lake.newest_seq()
+    );
+    probe?;
     lake.remove_old_probe_folder();
-    let newest = lake.newest_seq().await?;
+    let newest = newest?;
     info!(seq = ?newest.seq, found_by = ?newest.found_by, requests = newest.requests, "newest manifest");
     let committed = match newest.seq {
         Some(seq) => Some(lake.read_manifest(seq).await?),
@@ -328,23 +333,28 @@ pub(super) async fn restore(
     // Only what the newest manifest proves uncommittable: files named for a
     // later checkpoint may belong to a sidecar still running on this lake;
     // they go after this run's first commit (see `Lake::remove_orphans`).
-    let removed = match committed {
-        Some(m) => lake.remove_orphans(m).await?,
-        None => Vec::new(),
+    let orphans = async {
+        match committed {
+            Some(m) => lake.remove_orphans(m).await,
+            None => Ok(Vec::new()),
+        }
     };
+    // The schema history: roll back versions of uncommitted checkpoints and
+    // rebuild what a lost state dir forgot, then follow the stream. Its
+    // reads go out beside the orphans' listing.
+    let committed_seq = committed.map(|m| m.seq).unwrap_or(0);
+    let history = SchemaHistory::open(state_dir)?;
+    let (removed, report) = tokio::join!(
+        orphans,
+        history.sync_with_lake(lake.store.as_ref(), committed_seq, true)
+    );
+    let (removed, report) = (removed?, report?);
     if !removed.is_empty() {
         info!(
             files = removed.len(),
             "removed data files of uncommitted checkpoints"
         );
     }
-    // The schema history: roll back versions of uncommitted checkpoints and
-    // rebuild what a lost state dir forgot, then follow the stream.
-    let committed_seq = committed.map(|m| m.seq).unwrap_or(0);
-    let history = SchemaHistory::open(state_dir)?;
-    let report = history
-        .sync_with_lake(lake.store.as_ref(), committed_seq, true)
-        .await?;
     if report != Default::default() {
         info!(
             rolled_back = report.rolled_back,
