@@ -1,5 +1,7 @@
 //! The snapshot reader: one connection of its own, one table after another,
-//! one consistent read per chunk (see the module above for the protocol).
+//! one consistent read per chunk, or for several small tables read in one
+//! chunk each while the stream has not passed it (see the module above for
+//! the protocol). Every table's key is read in one query at the start.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
