@@ -21,9 +21,11 @@ use crate::source::{self, BinlogPosition};
 use crate::types::ColumnKind;
 
 mod key;
+mod plan;
 use key::{
     all_key_columns, key_columns, key_names, key_orders, resumes_under, same_order, KeyColumn,
 };
+pub use plan::plan;
 
 /// A chunk whose consistent position the stream passed this many times in a
 /// row (and every time as many more) is named in a warning.
@@ -725,9 +727,6 @@ async fn snapshot_position(conn: &mut Conn) -> Result<BinlogPosition> {
     }
 }
 
-/// Engine, row estimate, whether the engine has transactions, table type.
-type TableFacts = (Option<String>, Option<u64>, Option<String>, String);
-
 fn quote(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
@@ -829,83 +828,6 @@ fn chunk_query(
         quoted_table(shape),
     );
     Ok((sql, params))
-}
-
-/// The snapshot of a new lake: every captured table that exists, with the
-/// server's row estimate. A table a consistent read cannot cover (MyISAM,
-/// Aria: no transactions) is a definite error naming it and the ways out.
-pub async fn plan(
-    cfg: &SourceConfig,
-    method: SnapshotMethod,
-    tables: &[(String, String)],
-) -> Result<super::SnapshotProgress> {
-    let mut progress = super::SnapshotProgress::new();
-    if tables.is_empty() {
-        return Ok(progress);
-    }
-    let mut conn = source::connect(cfg).await?;
-    let watermark = resolve_method(&mut conn, method).await? == SnapshotMethod::Watermark;
-    let q = |e: mysql_async::Error| Error::Preflight(format!("snapshot plan: {e}"));
-    // Every table of the databases at once, and (for the watermark method)
-    // their keys: a thousand tables asked one by one cost seconds.
-    let databases: Vec<&str> = tables
-        .iter()
-        .map(|(db, _)| db.as_str())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let marks = vec!["?"; databases.len()].join(", ");
-    let mut facts: HashMap<(String, String), TableFacts> = conn
-        .exec::<(String, String, Option<String>, Option<u64>, Option<String>, String), _, _>(
-            format!(
-                "SELECT t.TABLE_SCHEMA, t.TABLE_NAME, t.ENGINE, t.TABLE_ROWS, e.TRANSACTIONS, t.TABLE_TYPE FROM information_schema.TABLES t \
-                 LEFT JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE \
-                 WHERE t.TABLE_SCHEMA IN ({marks})"
-            ),
-            databases.clone(),
-        )
-        .await
-        .map_err(q)?
-        .into_iter()
-        .map(|(db, name, engine, rows, transactions, kind)| ((db, name), (engine, rows, transactions, kind)))
-        .collect();
-    let mut keys = match watermark {
-        true => all_key_columns(&mut conn, &databases).await?,
-        false => HashMap::new(),
-    };
-    for (db, name) in tables {
-        let Some((engine, estimate, transactions, kind)) =
-            facts.remove(&(db.clone(), name.clone()))
-        else {
-            continue;
-        };
-        if kind != "BASE TABLE" && kind != "SYSTEM VERSIONED" {
-            continue;
-        }
-        if transactions.as_deref() != Some("YES") {
-            let engine = engine.unwrap_or_else(|| "unknown".into());
-            return Err(Error::Snapshot {
-                table: format!("{db}.{name}"),
-                message: format!(
-                    "engine {engine} has no transactions, so no consistent read can cover it; exclude the table ([filter] exclude), convert it (ALTER TABLE `{db}`.`{name}` ENGINE=InnoDB), or set [snapshot] mode = \"never\""
-                ),
-            });
-        }
-        let key = match keys.remove(&(db.clone(), name.clone())) {
-            Some(key) => key,
-            None if watermark => key_columns(&mut conn, db, name).await?,
-            None => None,
-        };
-        if watermark && key.is_none() {
-            return Err(keyless_under_watermark(&format!("{db}.{name}")));
-        }
-        progress.insert(
-            format!("{db}.{name}"),
-            super::TableSnapshot::new(estimate.unwrap_or(0)),
-        );
-    }
-    let _ = conn.disconnect().await;
-    Ok(progress)
 }
 
 #[cfg(test)]
