@@ -330,14 +330,16 @@ fn xa_commits_and_rollbacks_inside_watermark_windows_leave_no_stale_or_lost_row(
 fn a_key_whose_order_changed_while_stopped_starts_the_snapshot_over() {
     let db = MariaDb::start();
     // Mixed case: `_general_ci` interleaves it, `_bin` puts capitals first.
+    // 40,000 rows in chunks of 20 take long enough for a poll every 50 ms
+    // to see the read part-way (6,000 were read in 0.1 s).
     keyed_table(
         &db,
         "CREATE TABLE shop.items (code VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci \
          NOT NULL PRIMARY KEY, v INT);",
-        6_000,
+        40_000,
         |i| {
             let c = if i % 2 == 0 { 'a' } else { 'A' };
-            format!("('{c}{:05}', {i})", (i * 7_919) % 6_007)
+            format!("('{c}{:05}', {i})", (i * 7_919) % 40_009)
         },
     );
     let lake_dir = tempfile::tempdir().unwrap();
@@ -381,6 +383,6 @@ fn a_key_whose_order_changed_while_stopped_starts_the_snapshot_over() {
         "done"
     );
     let source = db.table_map("SELECT code, v FROM shop.items", &[0]);
-    assert_eq!(source.len(), 6_000);
+    assert_eq!(source.len(), 40_000);
     assert_same_table("shop.items", &source, &lake.replay("shop.items", &[0]));
 }
