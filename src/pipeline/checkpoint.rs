@@ -93,7 +93,7 @@ impl Pipeline<'_> {
             run.restart(self.committed.as_ref().and_then(|m| m.snapshot.clone()));
         }
         self.readopt_after_rewind()?;
-        let by_gtid = match self.config.source.resume {
+        let by_gtid = match self.settings.source.resume {
             Resume::Position => false,
             Resume::Auto | Resume::Gtid => self.server.gtid && !self.gtid_state.is_empty(),
         };
@@ -105,7 +105,7 @@ impl Pipeline<'_> {
     }
 
     pub(super) fn checkpoint_due(&self) -> bool {
-        self.last_checkpoint.elapsed() >= self.config.flush.interval && self.dirty()
+        self.last_checkpoint.elapsed() >= self.settings.flush.interval && self.dirty()
     }
 
     pub(super) fn dirty(&self) -> bool {
@@ -185,7 +185,7 @@ impl Pipeline<'_> {
             },
             snapshot,
             snapshot_requests: self.requests.to_commit(),
-            filter: Some(self.config.filter.patterns().clone()),
+            filter: Some(self.settings.filter.patterns().clone()),
             seq: self.next_manifest_seq(),
             committed_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             writer: Writer {
@@ -344,7 +344,7 @@ impl Pipeline<'_> {
             // Each of them is crash-safe: a fold's files without its commit,
             // a compaction's or a retention round's, go at the next start.
             warn!(
-                shutdown_timeout = ?self.config.shutdown_timeout,
+                shutdown_timeout = ?self.settings.shutdown_timeout,
                 "shutdown_timeout ran out: the last fold of the current tables (and any compaction or retention round in hand) is left for the next start"
             );
         }
@@ -467,7 +467,7 @@ impl Pipeline<'_> {
             Some(at) => match tokio::time::timeout_at(at.into(), work).await {
                 Ok(made) => made,
                 Err(_) => {
-                    warn!(seq = m.seq, shutdown_timeout = ?self.config.shutdown_timeout, "shutdown_timeout ran out: the Delta commits of this manifest are left for the next start");
+                    warn!(seq = m.seq, shutdown_timeout = ?self.settings.shutdown_timeout, "shutdown_timeout ran out: the Delta commits of this manifest are left for the next start");
                     self.tables.behind = true;
                     return;
                 }

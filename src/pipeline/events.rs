@@ -83,8 +83,9 @@ impl Pipeline<'_> {
         if header.event_type_raw() == et::TRANSACTION_PAYLOAD {
             // MySQL binlog transaction compression: the inner events have no
             // positions of their own; they all sit at the payload's.
-            let inner = decode::payload::payload_events(event, self.config.flush.max_buffer_bytes)
-                .map_err(|m| Error::decode(&self.file, start, m))?;
+            let inner =
+                decode::payload::payload_events(event, self.settings.flush.max_buffer_bytes)
+                    .map_err(|m| Error::decode(&self.file, start, m))?;
             let mut boundary = false;
             for e in inner {
                 let e = e.map_err(|m| Error::decode(&self.file, start, m))?;
@@ -243,7 +244,7 @@ impl Pipeline<'_> {
                         Ok(false)
                     }
                     QueryKind::Other => {
-                        decode::dml::refuse_captured(&statement, &q.schema(), &self.config.filter, &self.file, start)?;
+                        decode::dml::refuse_captured(&statement, &q.schema(), self.settings.filter, &self.file, start)?;
                         let at = self.stream_point(start, header.timestamp());
                         let mut fx = self.tracker.apply_ddl(&statement, &q.schema(), ansi_quotes(&q), &at)?;
                         if fx.captured {
@@ -278,11 +279,11 @@ impl Pipeline<'_> {
             }
             et::EXECUTE_LOAD_QUERY => {
                 let q: ExecuteLoadQueryEvent<'_> = event.read_event().map_err(|e| at(format!("bad Execute_load_query event: {e}")))?;
-                decode::dml::refuse_captured(&q.query(), &q.schema(), &self.config.filter, &self.file, start)?;
+                decode::dml::refuse_captured(&q.query(), &q.schema(), self.settings.filter, &self.file, start)?;
                 Ok(false)
             }
             et::MYSQL_ROWS_QUERY | et::MARIADB_ANNOTATE_ROWS => {
-                let text = decode::statement_text(ty, body, self.config.source.max_sql_bytes);
+                let text = decode::statement_text(ty, body, self.settings.source.max_sql_bytes);
                 self.tx_sql = Some(text);
                 Ok(false)
             }
@@ -436,7 +437,7 @@ impl Pipeline<'_> {
                 &mut DecodeStats::default(),
             )
             .map_err(|e| Error::decode(&self.file, start, format!("{name}: {e}")))?;
-            let column_key = self.config.columns.key.as_ref();
+            let column_key = self.settings.columns.key.as_ref();
             self.window_notes
                 .push((name, plan.schema.version, changed.finish(column_key)?));
         }

@@ -95,7 +95,7 @@ impl Pipeline<'_> {
         let full: Vec<String> = self
             .buffers
             .iter()
-            .filter(|(_, b)| b.rows() >= self.config.flush.max_rows)
+            .filter(|(_, b)| b.rows() >= self.settings.flush.max_rows)
             .map(|(k, _)| k.clone())
             .collect();
         for name in full {
@@ -148,7 +148,7 @@ impl Pipeline<'_> {
     /// Starts encoding and uploading one table's buffer in the background.
     /// The file's name is fixed here, so names follow the stream's order.
     pub(super) fn start_flush(&mut self, name: &str) -> Result<()> {
-        let column_key = self.config.columns.key.as_ref();
+        let column_key = self.settings.columns.key.as_ref();
         let Some(buffer) = self.buffers.get_mut(name) else {
             return Ok(());
         };
@@ -205,7 +205,7 @@ impl Pipeline<'_> {
             self.file_ops.insert(path.to_string(), op_counts(&batch));
         }
         let store = Arc::clone(&self.lake.store);
-        let threshold = self.config.sink.multipart_threshold;
+        let threshold = self.settings.multipart_threshold;
         let task = tokio::spawn(async move {
             let rows = batch.num_rows() as u64;
             let encoded = tokio::task::spawn_blocking(move || sink::encode_parquet(&batch))
@@ -234,7 +234,7 @@ impl Pipeline<'_> {
     /// of the table buffers and those in flight, and the part of the open
     /// files.
     fn stream_budget(&self) -> (usize, usize) {
-        let limit = self.config.flush.max_buffer_bytes - self.config.background_share();
+        let limit = self.settings.stream_memory;
         let files = limit / OPEN_FILES_SHARE;
         (limit - files, files)
     }
@@ -333,7 +333,7 @@ impl Pipeline<'_> {
             return;
         };
         let store = Arc::clone(&self.lake.store);
-        let threshold = self.config.sink.multipart_threshold;
+        let threshold = self.settings.multipart_threshold;
         let OpenFile {
             table,
             path,

@@ -27,7 +27,8 @@ use tracing::{info, warn};
 use crate::batch::savepoint::Savepoints;
 use crate::batch::TableBuffer;
 use crate::commit::{Cursor, DataFile, Lake, Manifest, PreparedXa};
-use crate::config::Config;
+use crate::config::policy::ColumnPolicies;
+use crate::config::{Config, FlushPolicy, SnapshotConfig, SourceConfig, TableFilter};
 use crate::decode::rows::DecodeStats;
 use crate::error::{backoff, Error, Result};
 use crate::http::metrics::OpCounts;
@@ -60,8 +61,41 @@ pub struct RunSummary {
     pub behind: Vec<String>,
 }
 
+/// What the stream reads of the configuration. The stages beside it
+/// (folds, compaction, retention) take their own sections at start, and
+/// the start-up steps take theirs (`start.rs`).
+#[derive(Clone, Copy)]
+struct StreamSettings<'c> {
+    source: &'c SourceConfig,
+    filter: &'c TableFilter,
+    flush: &'c FlushPolicy,
+    snapshot: &'c SnapshotConfig,
+    columns: &'c ColumnPolicies,
+    /// `[sink] multipart_threshold`: files at least this large go up in parts.
+    multipart_threshold: usize,
+    /// The stream's share of `flush.max_buffer_bytes`: what the stages
+    /// beside it do not take ([`Config::background_share`]).
+    stream_memory: usize,
+    shutdown_timeout: Duration,
+}
+
+impl<'c> StreamSettings<'c> {
+    fn of(config: &'c Config) -> Self {
+        StreamSettings {
+            source: &config.source,
+            filter: &config.filter,
+            flush: &config.flush,
+            snapshot: &config.snapshot,
+            columns: &config.columns,
+            multipart_threshold: config.sink.multipart_threshold,
+            stream_memory: config.flush.max_buffer_bytes - config.background_share(),
+            shutdown_timeout: config.shutdown_timeout,
+        }
+    }
+}
+
 struct Pipeline<'a> {
-    config: &'a Config,
+    settings: StreamSettings<'a>,
     lake: Lake,
     server: ServerInfo,
     writer_id: String,
@@ -189,7 +223,12 @@ pub async fn run(
         &start_position,
     )
     .await?;
-    let snapshot = snapshot::start_run(config, &source.server, tables.snapshot_progress);
+    let snapshot = snapshot::start_run(
+        &config.source,
+        &config.snapshot,
+        &source.server,
+        tables.snapshot_progress,
+    );
     let caught_up = source.caught_up;
     let head = source.head.clone();
     let from = source.start.clone();
@@ -245,7 +284,7 @@ impl<'c> Pipeline<'c> {
         let writer_id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
         let prepared = prepared_xa(b.committed.as_ref());
         Pipeline {
-            config,
+            settings: StreamSettings::of(config),
             lake: b.lake,
             server: b.source.server,
             compactions: compaction::Compactions::new(
@@ -360,9 +399,9 @@ impl Pipeline<'_> {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<()> {
         self.streamed = false;
-        let mut stream = source::open_stream(&self.config.source, &self.server, &start).await?;
+        let mut stream = source::open_stream(self.settings.source, &self.server, &start).await?;
         let mut tick =
-            tokio::time::interval(self.config.flush.interval.min(Duration::from_secs(1)));
+            tokio::time::interval(self.settings.flush.interval.min(Duration::from_secs(1)));
         let mut stopping: Option<Instant> = None;
         let mut saw_fde = false;
         // The server sends a heartbeat every `source.heartbeat` while idle:
@@ -370,7 +409,7 @@ impl Pipeline<'_> {
         // connection is dead, or the server hung. Only time spent waiting
         // counts: the deadline moves after sluice's own work, so a slow
         // checkpoint is never taken for a silent server.
-        let idle_limit = self.config.source.heartbeat * 3 + Duration::from_secs(2);
+        let idle_limit = self.settings.source.heartbeat * 3 + Duration::from_secs(2);
         let mut waiting_since = Instant::now();
         // Re-armed lazily when it fires early, not per event (hot path).
         let idle = tokio::time::sleep(idle_limit);
@@ -379,8 +418,8 @@ impl Pipeline<'_> {
             let event = tokio::select! {
                 ev = stream.next() => match ev {
                     Some(Ok(ev)) => ev,
-                    Some(Err(e)) => return Err(source::stream_error(e, &self.position(), &self.config.source)),
-                    None if self.config.source.binlog_dir.is_some() => {
+                    Some(Err(e)) => return Err(source::stream_error(e, &self.position(), self.settings.source)),
+                    None if self.settings.source.binlog_dir.is_some() => {
                         // Offline replay ends with the last binlog file.
                         if !self.in_tx {
                             self.checkpoint().await?;
@@ -403,7 +442,7 @@ impl Pipeline<'_> {
                 _ = tick.tick() => {
                     self.metrics.progress();
                     if let Some(since) = stopping {
-                        if since.elapsed() > self.config.shutdown_timeout {
+                        if since.elapsed() > self.settings.shutdown_timeout {
                             return Err(Error::ShutdownTimeout(self.position().to_string()));
                         }
                     }
@@ -447,7 +486,7 @@ impl Pipeline<'_> {
                     if changed.is_ok() {
                         info!("shutdown requested: finishing the transaction in hand");
                         stopping = Some(Instant::now());
-                        self.deadline = Some(Instant::now() + self.config.shutdown_timeout);
+                        self.deadline = Some(Instant::now() + self.settings.shutdown_timeout);
                         if !self.in_tx {
                             self.checkpoint().await?;
                             return Ok(());

@@ -22,7 +22,7 @@ use super::snapshot::{SnapshotRun, SpawnArgs};
 use super::Pipeline;
 use crate::batch::{RowOrigin, TableBuffer};
 use crate::commit::Manifest;
-use crate::config::{Config, NewTables, TableFilter};
+use crate::config::{NewTables, SnapshotConfig, SourceConfig, TableFilter};
 use crate::error::{Error, Result};
 use crate::schema::tracker::{SchemaTracker, StreamPoint};
 use crate::schema::TableSchema;
@@ -91,8 +91,8 @@ pub(super) struct RequestState {
 impl RequestState {
     /// Requests are read only where the reader can read: a server to read
     /// tables from, not offline replay.
-    pub(super) fn enabled(config: &Config) -> bool {
-        config.source.binlog_dir.is_none()
+    pub(super) fn enabled(source: &SourceConfig) -> bool {
+        source.binlog_dir.is_none()
     }
 
     /// The ids the next manifest records in `snapshot_requests`.
@@ -150,7 +150,8 @@ pub(super) fn widened_tables(
 /// Plans the snapshots of tables that a widened filter added, as
 /// `[snapshot] new_tables` says.
 pub(super) async fn plan_widened(
-    config: &Config,
+    source: &SourceConfig,
+    snapshot: &SnapshotConfig,
     widened: Vec<(String, String, bool)>,
 ) -> Result<Vec<Adoption>> {
     if widened.is_empty() {
@@ -160,7 +161,7 @@ pub(super) async fn plan_widened(
         .iter()
         .map(|(db, t, _)| format!("{db}.{t}"))
         .collect();
-    if config.snapshot.new_tables == NewTables::Skip || !RequestState::enabled(config) {
+    if snapshot.new_tables == NewTables::Skip || !RequestState::enabled(source) {
         info!(tables = %names.join(", "), "tables entered capture: captured from the stream on (new_tables = \"skip\")");
         return Ok(Vec::new());
     }
@@ -169,7 +170,7 @@ pub(super) async fn plan_widened(
         .iter()
         .map(|(db, t, _)| (db.clone(), t.clone()))
         .collect();
-    let plan = reader::plan(&config.source, config.snapshot.method, &pairs).await?;
+    let plan = reader::plan(source, snapshot.method, &pairs).await?;
     Ok(widened
         .into_iter()
         .filter_map(|(db, t, known)| {
@@ -198,17 +199,17 @@ impl Pipeline<'_> {
 
     /// Time to look for new requests (every `[flush] interval`).
     pub(super) fn requests_due(&self) -> bool {
-        RequestState::enabled(self.config)
+        RequestState::enabled(self.settings.source)
             && self
                 .requests
                 .last_listed
-                .is_none_or(|t| t.elapsed() >= self.config.flush.interval)
+                .is_none_or(|t| t.elapsed() >= self.settings.flush.interval)
     }
 
     /// Lists the lake's requests and adopts those no manifest has. Only
     /// called between transactions.
     pub(super) async fn adopt_requests(&mut self) -> Result<()> {
-        if !RequestState::enabled(self.config) {
+        if !RequestState::enabled(self.settings.source) {
             return Ok(());
         }
         self.requests.last_listed = Some(Instant::now());
@@ -296,8 +297,12 @@ impl Pipeline<'_> {
                 continue;
             }
             let pair = [(db.to_string(), name.to_string())];
-            let plan = match reader::plan(&self.config.source, self.config.snapshot.method, &pair)
-                .await
+            let plan = match reader::plan(
+                self.settings.source,
+                self.settings.snapshot.method,
+                &pair,
+            )
+            .await
             {
                 Ok(plan) => plan,
                 // The table cannot be read (no transactions, no key
@@ -343,11 +348,11 @@ impl Pipeline<'_> {
         at: &StreamPoint,
         statement: &str,
     ) -> Result<()> {
-        if entered.is_empty() || !RequestState::enabled(self.config) {
+        if entered.is_empty() || !RequestState::enabled(self.settings.source) {
             return Ok(());
         }
-        let mut conn = crate::source::connect(&self.config.source).await?;
-        let shapes = crate::schema::bootstrap::read_tables(&mut conn, &self.config.filter).await?;
+        let mut conn = crate::source::connect(self.settings.source).await?;
+        let shapes = crate::schema::bootstrap::read_tables(&mut conn, self.settings.filter).await?;
         drop(conn);
         let mut pairs = Vec::new();
         for key in entered {
@@ -368,7 +373,7 @@ impl Pipeline<'_> {
         );
         // Chunks already placed get their rows first.
         self.await_reserved_chunks().await?;
-        if self.config.snapshot.new_tables == NewTables::Skip {
+        if self.settings.snapshot.new_tables == NewTables::Skip {
             info!(tables = %names.join(", "), "tables took captured names from tables not captured (RENAME TABLE): captured from the stream on (new_tables = \"skip\"); their earlier rows are not in the lake");
             for table in &names {
                 self.push_restart_marker(table, &why, None)?;
@@ -376,7 +381,7 @@ impl Pipeline<'_> {
             return Ok(());
         }
         info!(tables = %names.join(", "), "tables took captured names from tables not captured (RENAME TABLE): their rows are read beside the stream (new_tables = \"snapshot\")");
-        let plan = match reader::plan(&self.config.source, self.config.snapshot.method, &pairs)
+        let plan = match reader::plan(self.settings.source, self.settings.snapshot.method, &pairs)
             .await
         {
             Ok(plan) => plan,
@@ -443,10 +448,10 @@ impl Pipeline<'_> {
 
     pub(super) fn spawn_args(&self) -> SpawnArgs {
         SpawnArgs {
-            source: self.config.source.clone(),
+            source: self.settings.source.clone(),
             server_id: self.server.server_id,
-            chunk_rows: self.config.snapshot.chunk_rows,
-            method: self.config.snapshot.method,
+            chunk_rows: self.settings.snapshot.chunk_rows,
+            method: self.settings.snapshot.method,
             initial: SnapshotProgress::new(),
         }
     }

@@ -39,13 +39,13 @@ impl Pipeline<'_> {
         if rereads.is_empty() {
             return Ok(());
         }
-        if self.config.snapshot.after_ddl == AfterDdl::Never {
+        if self.settings.snapshot.after_ddl == AfterDdl::Never {
             for (table, why) in &rereads {
                 warn!(%table, at = %at.position, %why, "the server changed existing rows in a way the binlog does not carry; the lake keeps the values from before the statement (snapshot.after_ddl = \"never\"); `sluice snapshot --replace` re-reads the table");
             }
             return Ok(());
         }
-        if !RequestState::enabled(self.config) {
+        if !RequestState::enabled(self.settings.source) {
             for (table, why) in &rereads {
                 warn!(%table, at = %at.position, %why, "the server changed existing rows in a way the binlog does not carry, and offline replay has no server to re-read the table from; the lake keeps the values from before the statement");
             }
@@ -68,8 +68,12 @@ impl Pipeline<'_> {
                 warn!(%table, at = %at.position, %why, "the server changed existing rows in a way the binlog does not carry, and the table has no primary key or NOT NULL unique key to re-read it by: the lake keeps the values from before the statement; `sluice snapshot --replace` re-reads it");
                 continue;
             }
-            let plan = match reader::plan(&self.config.source, self.config.snapshot.method, &pair)
-                .await
+            let plan = match reader::plan(
+                self.settings.source,
+                self.settings.snapshot.method,
+                &pair,
+            )
+            .await
             {
                 Ok(plan) => plan,
                 // The table cannot be read consistently (no

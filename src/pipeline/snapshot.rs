@@ -12,7 +12,7 @@ use tracing::{debug, info};
 
 use super::Pipeline;
 use crate::batch;
-use crate::config::{SnapshotMethod, SourceConfig};
+use crate::config::{SnapshotConfig, SnapshotMethod, SourceConfig};
 use crate::error::{Error, Result};
 use crate::schema::TableSchema;
 use crate::snapshot::progress::ProgressView;
@@ -116,7 +116,8 @@ impl Drop for SnapshotRun {
 /// The snapshot run of a start: a reader for the tables of `progress` that
 /// are not done (none when no table has a snapshot).
 pub(super) fn start_run(
-    config: &crate::config::Config,
+    source: &SourceConfig,
+    snapshot: &SnapshotConfig,
     server: &crate::source::ServerInfo,
     progress: Option<SnapshotProgress>,
 ) -> Option<SnapshotRun> {
@@ -131,10 +132,10 @@ pub(super) fn start_run(
     Some(SnapshotRun::start(
         progress.clone(),
         SpawnArgs {
-            source: config.source.clone(),
+            source: source.clone(),
             server_id: server.server_id,
-            chunk_rows: config.snapshot.chunk_rows,
-            method: config.snapshot.method,
+            chunk_rows: snapshot.chunk_rows,
+            method: snapshot.method,
             initial: progress,
         },
     ))
@@ -481,7 +482,7 @@ impl Pipeline<'_> {
                 let _ = end.placed.send(false);
                 continue;
             }
-            let column_key = self.config.columns.key.as_ref();
+            let column_key = self.settings.columns.key.as_ref();
             let keys: Vec<ArrayRef> = w
                 .key
                 .iter()
@@ -601,7 +602,7 @@ impl Pipeline<'_> {
             r.tx_seq,
             (&r.at.file, r.at.pos),
             rows.read_at_ms,
-            self.config.columns.key.as_ref(),
+            self.settings.columns.key.as_ref(),
         )?;
         r.seq += rows.rows as i64;
         let shape = Arc::clone(&r.shape);
@@ -669,8 +670,8 @@ impl Pipeline<'_> {
     /// Writes snapshot buffers out as pending files: all of them, or those
     /// past the flush policy's limits.
     pub(super) async fn flush_snapshot_buffers(&mut self, all: bool) -> Result<()> {
-        let limit = self.config.flush.max_buffer_bytes / 4;
-        let max_rows = self.config.flush.max_rows;
+        let limit = self.settings.flush.max_buffer_bytes / 4;
+        let max_rows = self.settings.flush.max_rows;
         let Some(run) = self.snapshot.as_mut() else {
             return Ok(());
         };

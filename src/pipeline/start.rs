@@ -460,7 +460,7 @@ pub(super) async fn prepare_tables(
         // Captured before: DDL while it was not is missing from its history.
         tracker.forget(&(db.clone(), name.clone()));
     }
-    let widened = requests::plan_widened(config, widened).await?;
+    let widened = requests::plan_widened(&config.source, &config.snapshot, widened).await?;
     let unknown: Vec<_> = tables
         .into_values()
         .filter(|t| !tracker.known(&(t.database.clone(), t.name.clone())))

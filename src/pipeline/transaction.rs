@@ -53,8 +53,8 @@ impl Pipeline<'_> {
     /// without them, under new names, and the old ones deleted. Rows still
     /// in buffers are left out when the buffers are written.
     pub(super) async fn take_back_rows(&mut self) -> Result<()> {
-        if self.config.source.binlog_dir.is_none() {
-            let mut conn = source::connect(&self.config.source).await?;
+        if self.settings.source.binlog_dir.is_none() {
+            let mut conn = source::connect(self.settings.source).await?;
             let kept: Vec<(String, String)> = mysql_async::prelude::Queryable::query(
                 &mut conn,
                 "SELECT t.TABLE_SCHEMA, t.TABLE_NAME FROM information_schema.TABLES t \
@@ -107,7 +107,7 @@ impl Pipeline<'_> {
                     self.lake.store.as_ref(),
                     &path,
                     encoded,
-                    self.config.sink.multipart_threshold,
+                    self.settings.multipart_threshold,
                 )
                 .await?
             } else {
@@ -247,7 +247,7 @@ impl Pipeline<'_> {
             self.lake.store.as_ref(),
             &path,
             encoded,
-            self.config.sink.multipart_threshold,
+            self.settings.multipart_threshold,
         )
         .await?;
         Ok(DataFile {
