@@ -1,6 +1,6 @@
 //! Reads the captured tables' shapes from `information_schema` at start.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mysql_async::prelude::Queryable;
 
@@ -9,23 +9,20 @@ use crate::config::TableFilter;
 use crate::error::{Error, Result};
 use crate::types::ColumnKind;
 
-const COLUMNS_SQL: &str = "SELECT c.TABLE_SCHEMA, c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, \
-     c.IS_NULLABLE, c.CHARACTER_SET_NAME, t.TABLE_COLLATION \
-     FROM information_schema.COLUMNS c JOIN information_schema.TABLES t \
-     ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME \
-     WHERE t.TABLE_TYPE = 'BASE TABLE' \
-     AND c.TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') \
-     ORDER BY c.TABLE_SCHEMA, c.TABLE_NAME, c.ORDINAL_POSITION";
+/// Every base table and its collation. Read apart from the columns and
+/// matched here: MariaDB joins two `information_schema` views by reading one
+/// for every row of the other, which took 30 s for 10,000 tables where the
+/// two queries take 0.15 s.
+const TABLES_SQL: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_COLLATION \
+     FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' \
+     AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')";
 
-type ColumnRow = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-);
+const COLUMNS_SQL: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, \
+     IS_NULLABLE, CHARACTER_SET_NAME FROM information_schema.COLUMNS \
+     WHERE TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') \
+     ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION";
+
+type ColumnRow = (String, String, String, String, String, Option<String>);
 
 /// The primary and unique keys. `COLUMNS.COLUMN_KEY` cannot tell them
 /// apart: MariaDB says `PRI` for the columns of the unique key it uses in
@@ -124,15 +121,25 @@ pub async fn read_tables(
     conn: &mut mysql_async::Conn,
     filter: &TableFilter,
 ) -> Result<BTreeMap<(String, String), TableSchema>> {
+    let base: Vec<(String, String, Option<String>)> = conn
+        .query(TABLES_SQL)
+        .await
+        .map_err(|e| Error::Preflight(format!("reading information_schema.TABLES: {e}")))?;
+    let collations: HashMap<(String, String), Option<String>> = base
+        .into_iter()
+        .filter(|(db, table, _)| filter.captures(db, table))
+        .map(|(db, table, collation)| ((db, table), collation))
+        .collect();
     let rows: Vec<ColumnRow> = conn
         .query(COLUMNS_SQL)
         .await
         .map_err(|e| Error::Preflight(format!("reading information_schema.COLUMNS: {e}")))?;
     let mut tables: BTreeMap<(String, String), TableSchema> = BTreeMap::new();
-    for (db, table, name, column_type, nullable, charset, collation) in rows {
-        if !filter.captures(&db, &table) {
+    for (db, table, name, column_type, nullable, charset) in rows {
+        // Views, and tables created between the two queries, are left out.
+        let Some(collation) = collations.get(&(db.clone(), table.clone())) else {
             continue;
-        }
+        };
         let column_type = without_compression_comment(column_type);
         let column = ColumnDef::new(name, column_type, charset, nullable == "YES", false).map_err(
             |message| Error::Schema {
