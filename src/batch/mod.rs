@@ -179,20 +179,21 @@ impl TableBuffer {
                 .iter()
                 .map(|c| fixed_width(&c.kind.arrow_type()))
                 .sum::<usize>();
+        let n = column::INITIAL_ROWS;
         TableBuffer {
             schema: arrow_schema(&table),
             columns: builders(),
             before: builders(),
             table,
             before_valid: NullBufferBuilder::new(0),
-            op: StringDictionaryBuilder::new(),
-            seq: Int64Builder::new(),
-            tx_seq: Int64Builder::new(),
-            file: StringDictionaryBuilder::new(),
-            pos: Int64Builder::new(),
-            gtid: StringBuilder::new(),
-            ts: TimestampMillisecondBuilder::new().with_timezone("UTC"),
-            sql_keys: Int32Builder::new(),
+            op: StringDictionaryBuilder::with_capacity(n, 4, 32),
+            seq: Int64Builder::with_capacity(n),
+            tx_seq: Int64Builder::with_capacity(n),
+            file: StringDictionaryBuilder::with_capacity(n, 1, 32),
+            pos: Int64Builder::with_capacity(n),
+            gtid: StringBuilder::with_capacity(n, n * 16),
+            ts: TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC"),
+            sql_keys: Int32Builder::with_capacity(n),
             sql_values: Vec::new(),
             rows: 0,
             approx_bytes: 0,

@@ -264,6 +264,7 @@ impl Pipeline<'_> {
         }
         if !self.open_files.contains_key(&name) {
             let writer = ChangelogWriter::try_new(batch.schema())?;
+            let memory = writer.memory_size();
             let (sender, receiver) = oneshot::channel();
             // The receiver is right here: this cannot fail.
             let _ = sender.send(writer);
@@ -273,7 +274,7 @@ impl Pipeline<'_> {
                 schema: batch.schema(),
                 path,
                 rows: 0,
-                memory: 0,
+                memory,
                 writer: receiver,
             };
             self.open_files.insert(name.clone(), file);
@@ -364,6 +365,14 @@ impl Pipeline<'_> {
         for name in names {
             self.close_open_file(&name);
         }
+    }
+
+    /// Waits for the oldest background flushes until at most `most` run.
+    pub(super) async fn bound_in_flight(&mut self, most: usize) -> Result<()> {
+        while self.in_flight.len() > most {
+            self.finish_oldest_flush().await?;
+        }
+        Ok(())
     }
 
     /// Waits for the oldest background flush; its file becomes pending.

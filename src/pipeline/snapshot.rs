@@ -686,6 +686,8 @@ impl Pipeline<'_> {
                 continue;
             };
             self.write_snapshot_buffer(buffer)?;
+            // Many small tables: as many files at once as the store takes.
+            self.bound_in_flight(self.lake.in_flight).await?;
         }
         Ok(())
     }

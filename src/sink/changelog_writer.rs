@@ -21,6 +21,12 @@ use crate::error::{Error, Result};
 /// Rows of a changelog file's row group at most.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 
+/// What a column writer holds before its first row, which its own
+/// `memory_size` leaves out: parquet gives each column a zstd codec with a
+/// decompression context (95 KiB) beside its encoders. Measured: 278 KiB
+/// for a writer of 15 columns, so 10,000 open files took 2.8 GiB.
+pub const COLUMN_WRITER_BYTES: usize = 20 * 1024;
+
 /// A changelog file being written into memory.
 pub struct ChangelogWriter {
     file: SerializedFileWriter<Vec<u8>>,
@@ -107,10 +113,15 @@ impl ChangelogWriter {
         Ok(())
     }
 
-    /// The bytes it holds: the finished row groups and the pages in
-    /// progress.
+    /// The bytes it holds: the finished row groups, the pages in progress,
+    /// and each column writer's own state ([`COLUMN_WRITER_BYTES`]).
     pub fn memory_size(&self) -> usize {
-        self.file.bytes_written() + self.columns.iter().map(|c| c.memory_size()).sum::<usize>()
+        self.file.bytes_written()
+            + self
+                .columns
+                .iter()
+                .map(|c| c.memory_size() + COLUMN_WRITER_BYTES)
+                .sum::<usize>()
     }
 
     /// The whole file.
