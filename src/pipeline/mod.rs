@@ -206,14 +206,18 @@ pub async fn run(
     opts: RunOptions,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<RunSummary> {
+    let mut steps = start::Steps::new();
     // The lake, whose newest manifest is the commit of record.
     let (lake, committed) = start::open_lake(&config.sink).await?;
+    steps.done("lake");
     // The source, and where its stream starts.
     let mut source = open_source(config, committed.as_ref()).await?;
     let start_position = start::start_position(&source.start, committed.as_ref());
+    steps.done("source");
     // What the last run left half done, put back as the manifest says.
     let (history, table_logs) =
         start::restore(&lake, committed.as_ref(), &config.state_dir).await?;
+    steps.done("restore");
     // Every captured table's shape at the start, and the snapshots to take.
     let tables = start::prepare_tables(
         config,
@@ -223,6 +227,8 @@ pub async fn run(
         &start_position,
     )
     .await?;
+    steps.done("tables");
+    steps.log();
     let snapshot = snapshot::start_run(
         &config.source,
         &config.snapshot,

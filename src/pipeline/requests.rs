@@ -352,7 +352,15 @@ impl Pipeline<'_> {
             return Ok(());
         }
         let mut conn = crate::source::connect(self.settings.source).await?;
-        let shapes = crate::schema::bootstrap::read_tables(&mut conn, self.settings.filter).await?;
+        // Only these tables' shapes: every table's costs the server a table
+        // open each.
+        let wanted: crate::schema::bootstrap::TableNames =
+            crate::schema::bootstrap::table_names(&mut conn, self.settings.filter)
+                .await?
+                .into_iter()
+                .filter(|(name, _)| entered.contains(name))
+                .collect();
+        let shapes = crate::schema::bootstrap::read_shapes_of(&mut conn, &wanted, true).await?;
         drop(conn);
         let mut pairs = Vec::new();
         for key in entered {

@@ -6,6 +6,7 @@
 //! at the start.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use tracing::{error, info, warn};
 
@@ -31,7 +32,9 @@ pub(super) struct SourceSetup {
     pub(super) head: BinlogPosition,
     /// `start` is already at the head.
     pub(super) caught_up: bool,
-    pub(super) tables: BTreeMap<(String, String), crate::schema::TableSchema>,
+    /// The captured tables the server has; their shapes are read only for
+    /// those the history does not know (`prepare_tables`).
+    pub(super) tables: bootstrap::TableNames,
     pub(super) db_charsets: BTreeMap<String, String>,
     pub(super) server_charset: String,
 }
@@ -157,7 +160,7 @@ pub(super) async fn open_source(
         (StreamStart::Gtid(_), None) => false,
     };
     let (tables, db_charsets, server_charset) =
-        bootstrap::read_shapes(&mut conn, &config.filter).await?;
+        bootstrap::read_names(&mut conn, &config.filter).await?;
     Ok(SourceSetup {
         server,
         start,
@@ -257,7 +260,7 @@ async fn open_offline(
     )?;
     let (tables, db_charsets, server_charset) = if cfg.has_server() {
         let mut conn = source::connect(cfg).await?;
-        bootstrap::read_shapes(&mut conn, &config.filter).await?
+        bootstrap::read_names(&mut conn, &config.filter).await?
     } else {
         (BTreeMap::new(), BTreeMap::new(), "utf8mb4".to_string())
     };
@@ -461,13 +464,16 @@ pub(super) async fn prepare_tables(
         tracker.forget(&(db.clone(), name.clone()));
     }
     let widened = requests::plan_widened(&config.source, &config.snapshot, widened).await?;
-    let unknown: Vec<_> = tables
-        .into_values()
-        .filter(|t| !tracker.known(&(t.database.clone(), t.name.clone())))
+    let all = tables.len();
+    let unknown: bootstrap::TableNames = tables
+        .into_iter()
+        .filter(|(name, _)| !tracker.known(name))
         .collect();
     if !unknown.is_empty() {
-        info!(tables = unknown.len(), at = %source.start, "schema bootstrap from information_schema");
-        tracker.bootstrap(unknown, &here, source.caught_up)?;
+        let mut conn = source::connect(&config.source).await?;
+        let shapes = bootstrap::read_shapes_of(&mut conn, &unknown, unknown.len() < all).await?;
+        info!(tables = shapes.len(), at = %source.start, "schema bootstrap from information_schema");
+        tracker.bootstrap(shapes.into_values().collect(), &here, source.caught_up)?;
     }
     let all: Vec<_> = tracker
         .history()
@@ -485,4 +491,38 @@ pub(super) async fn prepare_tables(
         snapshot_progress,
         widened,
     })
+}
+
+/// How long each step of the start took, for one log line: with thousands
+/// of tables or a slow store, the line says where a slow start went.
+pub(super) struct Steps {
+    began: Instant,
+    last: Instant,
+    ms: Vec<(&'static str, u128)>,
+}
+
+impl Steps {
+    pub(super) fn new() -> Self {
+        let now = Instant::now();
+        Steps {
+            began: now,
+            last: now,
+            ms: Vec::new(),
+        }
+    }
+
+    pub(super) fn done(&mut self, step: &'static str) {
+        let now = Instant::now();
+        self.ms.push((step, (now - self.last).as_millis()));
+        self.last = now;
+    }
+
+    pub(super) fn log(&self) {
+        let steps: Vec<String> = self.ms.iter().map(|(s, ms)| format!("{s}={ms}")).collect();
+        info!(
+            ms = self.began.elapsed().as_millis(),
+            steps = %steps.join(" "),
+            "started"
+        );
+    }
 }

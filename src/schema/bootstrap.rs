@@ -1,6 +1,6 @@
 //! Reads the captured tables' shapes from `information_schema` at start.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use mysql_async::prelude::Queryable;
 
@@ -19,7 +19,7 @@ const TABLES_SQL: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_COLLATION \
 
 const COLUMNS_SQL: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, \
      IS_NULLABLE, CHARACTER_SET_NAME FROM information_schema.COLUMNS \
-     WHERE TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') \
+     WHERE TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') {only} \
      ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION";
 
 type ColumnRow = (String, String, String, String, String, Option<String>);
@@ -30,7 +30,7 @@ type ColumnRow = (String, String, String, String, String, Option<String>);
 /// server's key order (its `SHOW INDEX` order), which decides that key.
 const KEYS_SQL: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, \
      SUB_PART, INDEX_TYPE FROM information_schema.STATISTICS WHERE NON_UNIQUE = 0 \
-     AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')";
+     AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') {only}";
 
 type KeyRow = (
     String,
@@ -116,28 +116,71 @@ fn without_compression_comment(column_type: String) -> String {
     }
 }
 
+/// The most tables [`read_shapes_of`] names in its queries.
+const MAX_NAMED_TABLES: usize = 4096;
+
+/// The captured base tables, each with its collation: one cheap query
+/// (0.07 s for 10,000 tables), where their shapes cost the server a table
+/// open each ([`read_shapes_of`]).
+pub type TableNames = BTreeMap<(String, String), Option<String>>;
+
+pub async fn table_names(conn: &mut mysql_async::Conn, filter: &TableFilter) -> Result<TableNames> {
+    let base: Vec<(String, String, Option<String>)> = conn
+        .query(TABLES_SQL)
+        .await
+        .map_err(|e| Error::Preflight(format!("reading information_schema.TABLES: {e}")))?;
+    Ok(base
+        .into_iter()
+        .filter(|(db, table, _)| filter.captures(db, table))
+        .map(|(db, table, collation)| ((db, table), collation))
+        .collect())
+}
+
 /// All captured tables' current shapes, keyed by `(db, table)`, each as version 1.
 pub async fn read_tables(
     conn: &mut mysql_async::Conn,
     filter: &TableFilter,
 ) -> Result<BTreeMap<(String, String), TableSchema>> {
-    let base: Vec<(String, String, Option<String>)> = conn
-        .query(TABLES_SQL)
-        .await
-        .map_err(|e| Error::Preflight(format!("reading information_schema.TABLES: {e}")))?;
-    let collations: HashMap<(String, String), Option<String>> = base
-        .into_iter()
-        .filter(|(db, table, _)| filter.captures(db, table))
-        .map(|(db, table, collation)| ((db, table), collation))
-        .collect();
+    let names = table_names(conn, filter).await?;
+    read_shapes_of(conn, &names, false).await
+}
+
+/// The shapes of the tables `names` lists (from [`table_names`]); with
+/// `only_these`, the server reads only theirs. Reading every table's
+/// indexes costs the server a table open each: 1.1 s for 10,000 tables,
+/// which a start whose history knows them all need not pay.
+pub async fn read_shapes_of(
+    conn: &mut mysql_async::Conn,
+    names: &TableNames,
+    only_these: bool,
+) -> Result<BTreeMap<(String, String), TableSchema>> {
+    if names.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    // A statement takes at most 65,535 parameters: past this many tables,
+    // all are read and the others left out here.
+    let (only, params) = match only_these && names.len() <= MAX_NAMED_TABLES {
+        true => {
+            let pairs = vec!["(?, ?)"; names.len()].join(", ");
+            let params: Vec<mysql_async::Value> = names
+                .keys()
+                .flat_map(|(db, table)| [db.as_str().into(), table.as_str().into()])
+                .collect();
+            (
+                format!("AND (TABLE_SCHEMA, TABLE_NAME) IN ({pairs})"),
+                params,
+            )
+        }
+        false => (String::new(), Vec::new()),
+    };
     let rows: Vec<ColumnRow> = conn
-        .query(COLUMNS_SQL)
+        .exec(COLUMNS_SQL.replace("{only}", &only), params.clone())
         .await
         .map_err(|e| Error::Preflight(format!("reading information_schema.COLUMNS: {e}")))?;
     let mut tables: BTreeMap<(String, String), TableSchema> = BTreeMap::new();
     for (db, table, name, column_type, nullable, charset) in rows {
         // Views, and tables created between the two queries, are left out.
-        let Some(collation) = collations.get(&(db.clone(), table.clone())) else {
+        let Some(collation) = names.get(&(db.clone(), table.clone())) else {
             continue;
         };
         let column_type = without_compression_comment(column_type);
@@ -161,7 +204,7 @@ pub async fn read_tables(
             .push(column);
     }
     let keys: Vec<KeyRow> = conn
-        .query(KEYS_SQL)
+        .exec(KEYS_SQL.replace("{only}", &only), params)
         .await
         .map_err(|e| Error::Preflight(format!("reading information_schema.STATISTICS: {e}")))?;
     add_keys(&mut tables, keys);
@@ -226,17 +269,15 @@ pub async fn server_charset(conn: &mut mysql_async::Conn) -> Result<String> {
     Ok(cs.unwrap_or_else(|| "utf8mb4".into()))
 }
 
-/// The shapes, database charsets and server charset a schema bootstrap needs.
-pub async fn read_shapes(
+/// The table names, database charsets and server charset a start needs;
+/// the shapes of the tables its history does not know come after
+/// ([`read_shapes_of`]).
+pub async fn read_names(
     conn: &mut mysql_async::Conn,
     filter: &TableFilter,
-) -> Result<(
-    BTreeMap<(String, String), TableSchema>,
-    BTreeMap<String, String>,
-    String,
-)> {
+) -> Result<(TableNames, BTreeMap<String, String>, String)> {
     Ok((
-        read_tables(conn, filter).await?,
+        table_names(conn, filter).await?,
         database_charsets(conn).await?,
         server_charset(conn).await?,
     ))

@@ -88,20 +88,6 @@ pub(super) fn key_names(key: Option<&[KeyColumn]>) -> String {
     }
 }
 
-/// Database, table, index name, column, data type, IS_NULLABLE, charset,
-/// collation, prefix length: one column of a unique index.
-type KeyPart = (
-    String,
-    String,
-    String,
-    String,
-    Option<Vec<u8>>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<u64>,
-);
-
 /// The columns of unique indexes, a table's indexes together, each in key
 /// order, the primary key first; `{where}` narrows it to some tables.
 const INDEX_COLUMNS: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, COLUMN_NAME, SUB_PART \
@@ -113,7 +99,10 @@ const COLUMN_TYPES: &str =
     "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, CAST(DATA_TYPE AS BINARY), \
      IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS WHERE {where}";
 
+/// Database, table, index name, column, prefix length: one column of a
+/// unique index.
 type IndexColumn = (String, String, String, String, Option<u64>);
+/// Database, table, column, data type, IS_NULLABLE, charset, collation.
 type ColumnType = (
     String,
     String,
@@ -123,6 +112,9 @@ type ColumnType = (
     Option<String>,
     Option<String>,
 );
+/// One column of a unique index with its column's row of COLUMNS, if the
+/// view shows it.
+type KeyPart = (IndexColumn, Option<ColumnType>);
 
 /// The unique indexes' columns of the tables `filter` (a condition on
 /// `TABLE_SCHEMA` and `TABLE_NAME`) names, each with its column's type.
@@ -151,16 +143,10 @@ async fn key_parts(
     }
     Ok(indexes
         .into_iter()
-        .map(|(db, table, index, column, sub_part)| {
+        .map(|i| {
             // A column may be in several indexes.
-            let t = types.get(&(db.clone(), table.clone(), column.to_lowercase()));
-            let (data_type, nullable, charset, collation) = match t {
-                Some((_, _, _, d, n, cs, co)) => (d.clone(), n.clone(), cs.clone(), co.clone()),
-                None => (None, None, None, None),
-            };
-            (
-                db, table, index, column, data_type, nullable, charset, collation, sub_part,
-            )
+            let t = types.get(&(i.0.clone(), i.1.clone(), i.3.to_lowercase()));
+            (i, t.cloned())
         })
         .collect())
 }
@@ -220,7 +206,11 @@ struct UniqueIndex {
 fn choose_keys(parts: Vec<KeyPart>) -> HashMap<(String, String), Option<Vec<KeyColumn>>> {
     // Per table, its unique indexes in order.
     let mut tables: HashMap<(String, String), Vec<UniqueIndex>> = HashMap::new();
-    for (db, table, index, column, data_type, nullable, charset, collation, sub_part) in parts {
+    for ((db, table, index, column, sub_part), facts) in parts {
+        let (data_type, nullable, charset, collation) = match facts {
+            Some((_, _, _, d, n, cs, co)) => (d, n, cs, co),
+            None => (None, None, None, None),
+        };
         let indexes = tables.entry((db, table)).or_default();
         if indexes.last().is_none_or(|i| i.name != index) {
             indexes.push(UniqueIndex {

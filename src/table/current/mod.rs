@@ -274,6 +274,12 @@ fn plan(
 pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldReport> {
     let s1 = job.target.seq;
     let mark = read_mark(store.as_ref(), s1).await;
+    if mark == s1 && s1 > 0 {
+        // The last complete fold reached the target: every current table
+        // holds every change up to it. An idle start of 10,000 tables read
+        // every table's log to learn that (1.2 s).
+        return Ok(FoldReport::default());
+    }
     let mut states: HashMap<String, TableState> = HashMap::new();
     let mut from = u64::MAX;
     // Every table's log, several read at once.
