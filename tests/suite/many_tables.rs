@@ -275,6 +275,175 @@ fn hundreds_of_small_tables_snapshotted_beside_a_busy_writer_equal_the_source() 
     );
 }
 
+/// Many tables through a store that loses answers and fails: 80 tables on
+/// moto behind the fault proxy, which loses the answer to every 3rd Delta
+/// commit (a put-if-absent the store took) and every 4th data file upload,
+/// and answers 503 to two of every 9 reads, while a seeded writer changes a
+/// few tables per transaction and sluice is killed once in the middle. At
+/// the end every table equals its source, every table's log has one commit
+/// per manifest that touched it and no file twice, and `status` calls no
+/// table behind.
+#[test]
+fn many_tables_through_a_store_that_loses_answers_equal_the_source() {
+    use crate::common::proxy::{Fault, Rule};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    let (seed, _) = seeded_rng(4848);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let Some(db) = MariaDb::start_private(&[]) else {
+        return;
+    };
+    const DBS: usize = 2;
+    const PER_DB: usize = 40;
+    let names: Vec<String> = (0..DBS)
+        .flat_map(|d| (0..PER_DB).map(move |t| format!("lf{d}.t{t}")))
+        .collect();
+    let mut ddl = String::new();
+    for d in 0..DBS {
+        ddl.push_str(&format!("CREATE DATABASE lf{d};\n"));
+    }
+    for n in &names {
+        ddl.push_str(&format!(
+            "CREATE TABLE {n} (id INT PRIMARY KEY, v INT, s VARCHAR(16));\n"
+        ));
+    }
+    db.sql(&ddl);
+    let lake = TestLake::new(Backend::S3);
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = lake.sluice(&db, state.path());
+    sluice.include = vec![r"lf\d\..*".to_owned()];
+    sluice.interval = "200ms".into();
+    let proxy = FaultProxy::start(lake.moto().unwrap().port());
+    proxy.route(&mut sluice, "5s");
+    proxy.set_rules(vec![
+        Rule::every("PUT", "/_delta_log/", 3, Fault::Drop),
+        Rule::every("PUT", "/part-", 4, Fault::Drop),
+        Rule::every("GET", "", 9, Fault::Status(503)).bursts(2),
+    ]);
+
+    // Rows per table so far: ids 1..=next are taken.
+    let mut next = vec![0u32; names.len()];
+    // A transaction of a few tables, or of every table (`wide`): a
+    // checkpoint whose commits run many tables at once.
+    let round = |rng: &mut StdRng, next: &mut Vec<u32>, wide: bool| {
+        let mut script = String::from("BEGIN;\n");
+        let touched: Vec<usize> = match wide {
+            true => (0..names.len()).collect(),
+            false => (0..rng.gen_range(1..6))
+                .map(|_| rng.gen_range(0..names.len()))
+                .collect(),
+        };
+        for t in touched {
+            let n = &names[t];
+            let v: u32 = rng.gen_range(0..1000);
+            // Every statement changes a row: a round is never empty.
+            match rng.gen_range(0..4) {
+                _ if next[t] == 0 => {
+                    next[t] += 1;
+                    script.push_str(&format!("INSERT INTO {n} VALUES (1, {v}, 's{v}');\n"));
+                }
+                0 | 1 => {
+                    next[t] += 1;
+                    script.push_str(&format!(
+                        "INSERT INTO {n} VALUES ({}, {v}, 's{v}');\n",
+                        next[t]
+                    ));
+                }
+                2 => {
+                    let id = rng.gen_range(1..=next[t]);
+                    script.push_str(&format!(
+                        "UPDATE {n} SET v = {v}, s = 'u{v}' WHERE id = {id};\n"
+                    ));
+                }
+                _ => {
+                    let id = rng.gen_range(1..=next[t]);
+                    script.push_str(&format!(
+                        "INSERT INTO {n} VALUES ({id}, {v}, 'r{v}') ON DUPLICATE KEY UPDATE v = {v};\n"
+                    ));
+                    script.push_str(&format!("DELETE FROM {n} WHERE id = {id};\n"));
+                }
+            }
+        }
+        db.sql(&(script + "COMMIT;\n"));
+    };
+    let mut run = sluice.spawn_run(false);
+    let mut kills = 0;
+    for i in 0..30 {
+        let manifests = lake.manifest_count();
+        round(&mut rng, &mut next, i % 5 == 4);
+        if i == 14 || i == 24 {
+            // A kill -9 in the middle of a wide checkpoint's commits.
+            std::thread::sleep(Duration::from_millis(rng.gen_range(200..900)));
+            run.kill();
+            kills += 1;
+            run = sluice.spawn_run(false);
+            continue;
+        }
+        // A checkpoint per round, however slow the faults make the store.
+        let committed = wait_until(Duration::from_secs(20), || {
+            lake.manifest_count() > manifests || run.try_wait().is_some()
+        });
+        assert!(
+            committed && run.try_wait().is_none(),
+            "round {i} was not committed: {}",
+            run.log_text()
+                .lines()
+                .filter(|l| !l.contains("client::retry"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    // The faults go on while sluice catches up, then the store heals.
+    std::thread::sleep(Duration::from_secs(2));
+    proxy.pass();
+    let committed = wait_until(Duration::from_secs(120), || {
+        sluice.status_json()["lag_bytes"].as_u64() == Some(0)
+    });
+    let status = run.terminate(Duration::from_secs(60));
+    assert!(status.success(), "exit {status}: {}", run.log_tail(40));
+    let log = run.log_text();
+    assert!(
+        !regex::Regex::new(r"(?i)fenced|another writer")
+            .unwrap()
+            .is_match(&log),
+        "a lost answer was taken for another writer (committed in time: {committed}):\n{log}"
+    );
+    sluice.run_until_caught_up_ok();
+    eprintln!(
+        "{} lost answers, {} 503s, {} manifests, {kills} kills",
+        proxy.hits(Fault::Drop),
+        proxy.hits(Fault::Status(503)),
+        lake.manifest_count()
+    );
+    assert!(lake.manifest_count() >= 20, "too few checkpoints");
+    assert!(
+        proxy.hits(Fault::Drop) >= 10 && proxy.hits(Fault::Status(503)) >= 10,
+        "the faults met too few requests: {} lost answers, {} 503s",
+        proxy.hits(Fault::Drop),
+        proxy.hits(Fault::Status(503))
+    );
+
+    let read = lake.read();
+    for n in &names {
+        let source = db.table_map(&format!("SELECT id, v, s FROM {n}"), &[0]);
+        assert_same_table(n, &source, &read.replay(n, &[0]));
+        if !read.files_of(n).is_empty() {
+            crate::delta::assert_log_follows_manifests(&read, n);
+        }
+    }
+    let s = sluice.status_json();
+    assert_eq!(s["delta_lag"], serde_json::json!({}), "{s}");
+    let behind: Vec<&String> = s["current_tables"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, c)| c["lag_manifests"].as_u64() != Some(0))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(behind.is_empty(), "current tables behind: {behind:?}\n{s}");
+}
+
 /// `benches/many_tables.sh`: the issue's workload. BENCH_TABLES tables in
 /// BENCH_DBS databases hold BENCH_ROWS rows before the start; the initial
 /// snapshot is timed, then BENCH_TXNS single-row transactions spread over
