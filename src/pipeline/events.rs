@@ -44,6 +44,9 @@ impl Pipeline<'_> {
             // The server has sent everything it has: the lag is nil once
             // everything read is committed.
             let idle = !self.in_tx && !self.dirty();
+            if let Some(run) = self.snapshot.as_mut().filter(|_| !self.in_tx) {
+                run.end_gone();
+            }
             if idle != self.idle {
                 self.idle = idle;
                 self.metrics.set_idle(idle);
@@ -472,6 +475,7 @@ impl Pipeline<'_> {
             }
             for name in &fx.closed {
                 run.table_changed(name, &at.position);
+                run.end_if_gone(name);
             }
             // Renamed tables, and tables read again, have their keys read
             // again too (a snapshot window needs no more than the above).

@@ -148,6 +148,7 @@ impl Pipeline<'_> {
             if let Some((m, _)) = moved.iter_mut().find(|(m, _)| m == from) {
                 *m = to.clone();
             } else if let Some(t) = run.progress.get_mut(from).filter(|t| !t.done()) {
+                run.gone.remove(from);
                 super::snapshot::finish_table(t);
                 let why = RereadReason::Renamed { from: from.clone() };
                 moved.push((to.clone(), why));

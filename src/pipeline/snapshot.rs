@@ -1,7 +1,7 @@
 //! The pipeline's side of the initial snapshot: announced chunks wait for the
 //! stream to reach their position and are placed there (see `crate::snapshot`).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, StructArray};
@@ -44,6 +44,11 @@ pub(super) struct SnapshotRun {
     /// Where the stream last saw a DDL change each table: a key the reader
     /// read before that is read again.
     changed_at: HashMap<String, BinlogPosition>,
+    /// Tables the reader found gone (1146) whose removal the stream has not
+    /// reached yet: the statement ends them there (a DROP) or restarts them
+    /// under their new name (a RENAME), or a heartbeat does when the stream
+    /// has read everything the server has and never saw one.
+    pub(super) gone: BTreeSet<String>,
     /// Bars on a terminal, log lines otherwise.
     view: ProgressView,
     spawn: SpawnArgs,
@@ -172,6 +177,7 @@ impl SnapshotRun {
             buffers: BTreeMap::new(),
             finished: false,
             changed_at: HashMap::new(),
+            gone: BTreeSet::new(),
             view: ProgressView::for_stderr(),
             spawn,
         }
@@ -234,6 +240,26 @@ impl SnapshotRun {
     /// A DDL statement at `at` may have changed `table`'s key.
     pub fn note_key_change(&mut self, table: &str, at: &BinlogPosition) {
         self.changed_at.insert(table.to_string(), at.clone());
+    }
+
+    /// Ends the snapshot of `table` if the reader found it gone: the stream
+    /// reached the statement that removed it.
+    pub fn end_if_gone(&mut self, table: &str) {
+        if self.gone.remove(table) {
+            if let Some(t) = self.progress.get_mut(table) {
+                finish_table(t);
+            }
+        }
+    }
+
+    /// Ends every table the reader found gone: the stream has read all the
+    /// server has (a heartbeat) without a statement that removed them.
+    pub fn end_gone(&mut self) {
+        for table in std::mem::take(&mut self.gone) {
+            if let Some(t) = self.progress.get_mut(&table) {
+                finish_table(t);
+            }
+        }
     }
 
     /// A watermark window is open on `table`.
@@ -359,7 +385,18 @@ impl Pipeline<'_> {
                 run.reserved.remove(&chunk);
             }
             Message::Gone { table } => {
-                if let Some(t) = run.progress.get_mut(&table) {
+                // The reader's read can fail before the stream reaches the
+                // statement that took the table away: a RENAME must restart
+                // it under its new name there (`follow_renames`), which a
+                // table already ended would not.
+                let known = table.split_once('.').is_some_and(|(db, name)| {
+                    self.tracker
+                        .current_shape(&(db.to_string(), name.to_string()))
+                        .is_some()
+                });
+                if known {
+                    run.gone.insert(table);
+                } else if let Some(t) = run.progress.get_mut(&table) {
                     finish_table(t);
                 }
             }
