@@ -11,9 +11,11 @@ use crate::error::{Error, Result};
 
 mod columns;
 pub mod policy;
+mod routes;
 mod tables;
 mod values;
 pub use columns::COLUMN_KEY_ENV;
+pub use routes::{RouteTarget, Routes};
 use values::{opt_duration, percent_decode, toml_error};
 pub use values::{
     parse_duration, parse_lake_url, parse_size, MAX_DURATION, MAX_SIZE, MIN_DURATION,
@@ -42,6 +44,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// `[[columns]]` and `[column_key]`: what of each column reaches the lake.
     pub columns: policy::ColumnPolicies,
+    /// `[[routes]]`: shards written into one lake table.
+    pub routes: Routes,
 }
 
 /// `[http]`: the metrics, health and status page endpoint (off by default).
@@ -362,6 +366,8 @@ struct RawConfig {
     columns: Vec<columns::RawColumnRule>,
     #[serde(default)]
     column_key: columns::RawColumnKey,
+    #[serde(default)]
+    routes: Vec<routes::RawRoute>,
 }
 
 #[derive(Deserialize, Default)]
@@ -506,6 +512,7 @@ impl Config {
             shutdown_timeout: opt_duration(raw.shutdown_timeout, "shutdown_timeout", 30)?,
             http: parse_http(raw.http)?,
             columns: columns::parse_columns(raw.columns, &raw.column_key)?,
+            routes: routes::parse_routes(raw.routes)?,
         })
     }
 }

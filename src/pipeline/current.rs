@@ -16,13 +16,16 @@ use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
 use crate::commit::Manifest;
-use crate::config::CurrentConfig;
+use crate::config::{CurrentConfig, Routes};
 use crate::error::Result;
 use crate::schema::history::SchemaHistory;
 use crate::table::current::{fold, FoldJob, FoldReport, FoldTable};
 
 pub struct CurrentFolds {
     config: CurrentConfig,
+    /// `[[routes]]`: the shards they write into a routed table have no
+    /// current table of their own.
+    routes: Routes,
     memory_budget: usize,
     /// `[sink] requests_in_flight`.
     in_flight: usize,
@@ -60,6 +63,7 @@ impl CurrentFolds {
         state_dir: &Path,
         memory_budget: usize,
         in_flight: usize,
+        routes: &Routes,
     ) -> Self {
         let spill_dir = state_dir.join("fold-spill");
         if RUNNING.load(std::sync::atomic::Ordering::SeqCst) == 0 {
@@ -76,6 +80,7 @@ impl CurrentFolds {
         }
         CurrentFolds {
             config: config.clone(),
+            routes: routes.clone(),
             memory_budget,
             in_flight,
             spill_dir,
@@ -95,6 +100,9 @@ impl CurrentFolds {
         let mut tables = Vec::new();
         for v in history.latest_all()? {
             let (db, table) = (v.schema.database, v.schema.name);
+            if self.routes.target(&db, &table).is_ok_and(|t| t.is_some()) {
+                continue;
+            }
             // A current table holds what the changelog files hold:
             // excluded columns are in neither.
             let versions = history
@@ -328,6 +336,7 @@ mod tests {
             &config.state_dir,
             config.background_share(),
             config.sink.requests_in_flight,
+            &config.routes,
         );
         f.tables = vec!["shop.t".into()];
         f

@@ -180,6 +180,7 @@ impl Pipeline<'_> {
         batch: RecordBatch,
         kind: FileKind,
     ) -> Result<()> {
+        let (table, batch) = self.route(table, batch)?;
         if kind == FileKind::Stream {
             return self.append_batch(table, batch);
         }

@@ -12,6 +12,7 @@ mod flush;
 mod requests;
 mod reread;
 mod retention;
+mod route;
 mod snapshot;
 mod start;
 mod transaction;
@@ -28,7 +29,9 @@ use crate::batch::savepoint::Savepoints;
 use crate::batch::TableBuffer;
 use crate::commit::{Cursor, DataFile, Lake, Manifest, PreparedXa};
 use crate::config::policy::ColumnPolicies;
-use crate::config::{Config, FlushPolicy, SnapshotConfig, SourceConfig, TableFilter};
+use crate::config::{
+    Config, FlushPolicy, RouteTarget, Routes, SnapshotConfig, SourceConfig, TableFilter,
+};
 use crate::decode::rows::DecodeStats;
 use crate::error::{backoff, Error, Result};
 use crate::http::metrics::OpCounts;
@@ -71,6 +74,7 @@ struct StreamSettings<'c> {
     flush: &'c FlushPolicy,
     snapshot: &'c SnapshotConfig,
     columns: &'c ColumnPolicies,
+    routes: &'c Routes,
     /// `[sink] multipart_threshold`: files at least this large go up in parts.
     multipart_threshold: usize,
     /// The stream's share of `flush.max_buffer_bytes`: what the stages
@@ -87,6 +91,7 @@ impl<'c> StreamSettings<'c> {
             flush: &config.flush,
             snapshot: &config.snapshot,
             columns: &config.columns,
+            routes: &config.routes,
             multipart_threshold: config.sink.multipart_threshold,
             stream_memory: config.flush.max_buffer_bytes - config.background_share(),
             shutdown_timeout: config.shutdown_timeout,
@@ -100,6 +105,8 @@ struct Pipeline<'a> {
     server: ServerInfo,
     writer_id: String,
     tracker: SchemaTracker,
+    /// Each source table's `[[routes]]` target, as decided once.
+    routed: HashMap<String, Option<RouteTarget>>,
     /// TABLE_MAP table id → decode plan; `None` for tables the filter excludes.
     plans: HashMap<u64, Option<Arc<TablePlan>>>,
     buffers: BTreeMap<String, TableBuffer>,
@@ -327,6 +334,7 @@ impl<'c> Pipeline<'c> {
             xa_written: Vec::new(),
             xa_done: Vec::new(),
             xa_counter: 0,
+            routed: HashMap::new(),
             tx_rows: 0,
             tx_gtid: None,
             tx_ddl: false,
@@ -352,6 +360,7 @@ impl<'c> Pipeline<'c> {
                 &config.state_dir,
                 config.background_share(),
                 config.sink.requests_in_flight,
+                &config.routes,
             ),
             deadline: None,
         }

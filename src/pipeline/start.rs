@@ -418,6 +418,7 @@ pub(super) async fn prepare_tables(
     start_position: &BinlogPosition,
 ) -> Result<StartTables> {
     let tables = std::mem::take(&mut source.tables);
+    super::route::check_routes(&config.routes, tables.keys())?;
     let mut tracker = SchemaTracker::new(
         history,
         config.filter.clone(),

@@ -30,6 +30,12 @@ pub const CDC_COLUMNS: [&str; 9] = [
     "_before",
 ];
 
+/// The columns a routed table (DESIGN.md "Shard routing") adds to its
+/// shards' columns: the shard each row came from. A `truncate` marker that
+/// names a shard empties only that shard's rows.
+pub const SOURCE_DB: &str = "_source_db";
+pub const SOURCE_TABLE: &str = "_source_table";
+
 /// Equal as Delta (and MySQL) compare column names: without case.
 pub fn same_name(a: &str, b: &str) -> bool {
     a == b || a.to_lowercase() == b.to_lowercase()

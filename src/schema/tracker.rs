@@ -109,12 +109,26 @@ pub struct SchemaTracker {
     /// Manifest `column_policies` entries since the last checkpoint: the
     /// policies that changed at this run's start.
     policy_log: Vec<serde_json::Value>,
+    /// The current shape of each lake table that `[[routes]]` write shards
+    /// into: versions of the history that no source table has.
+    routed: HashMap<TableName, Arc<TableSchema>>,
 }
 
 /// The statement of a version recorded because the `[[columns]]` policies
 /// of a table changed between two runs (no DDL): the version starts at the
 /// run's first position, a checkpoint boundary.
 pub const POLICY_STATEMENT: &str = "-- sluice: column policies changed";
+
+/// How the statement of a routed table's version begins (DESIGN.md "Shard
+/// routing"): `-- sluice: routed from <shard db.table>`.
+pub const ROUTED_STATEMENT: &str = "-- sluice: routed from ";
+
+/// Whether a version is one of a routed table.
+pub fn is_routed(v: &TableVersion) -> bool {
+    v.statement
+        .as_deref()
+        .is_some_and(|s| s.starts_with(ROUTED_STATEMENT))
+}
 
 impl SchemaTracker {
     pub fn new(
@@ -136,6 +150,7 @@ impl SchemaTracker {
             server: None,
             policies: ColumnPolicies::default(),
             policy_log: Vec::new(),
+            routed: HashMap::new(),
         };
         t.reload()?;
         Ok(t)
@@ -153,21 +168,47 @@ impl SchemaTracker {
         &self.history
     }
 
-    /// The newest non-dropped version of every table, from the store.
+    /// The newest non-dropped version of every table, from the store: the
+    /// source tables', and apart from them the routed tables'.
     fn reload(&mut self) -> Result<()> {
-        self.current = self
-            .history
-            .latest_all()?
-            .into_iter()
-            .filter(|v| !v.dropped)
-            .map(|v| {
-                (
-                    (v.schema.database.clone(), v.schema.name.clone()),
-                    Arc::new(v.schema),
-                )
-            })
-            .collect();
+        self.current.clear();
+        self.routed.clear();
+        for v in self.history.latest_all()? {
+            if v.dropped {
+                continue;
+            }
+            let name = (v.schema.database.clone(), v.schema.name.clone());
+            match is_routed(&v) {
+                true => self.routed.insert(name, Arc::new(v.schema)),
+                false => self.current.insert(name, Arc::new(v.schema)),
+            };
+        }
         Ok(())
+    }
+
+    /// The current shape of a routed lake table, `None` before its first
+    /// version.
+    pub fn routed_shape(&self, t: &TableName) -> Option<&Arc<TableSchema>> {
+        self.routed.get(t)
+    }
+
+    /// Records a new version of the routed lake table `t` (columns the
+    /// shards' union, policies as the shards' versions carry them), in force
+    /// from `at`, because of `shard`'s shape.
+    pub fn record_routed(
+        &mut self,
+        t: &TableName,
+        columns: Vec<ColumnDef>,
+        at: &StreamPoint,
+        shard: &str,
+    ) -> Result<Arc<TableSchema>> {
+        let shape = Shape {
+            columns,
+            charset: None,
+            unique_keys: Vec::new(),
+        };
+        let statement = format!("{ROUTED_STATEMENT}{shard}");
+        self.record_as(t, shape, at, Some(&statement), false, false)
     }
 
     pub fn captures(&self, t: &TableName) -> bool {
@@ -304,6 +345,20 @@ impl SchemaTracker {
         statement: Option<&str>,
         dropped: bool,
     ) -> Result<Arc<TableSchema>> {
+        self.record_as(t, shape, at, statement, dropped, true)
+    }
+
+    /// [`Self::record`], with the `[[columns]]` policies assigned by the
+    /// table's name or (a routed table's) kept as the shape has them.
+    fn record_as(
+        &mut self,
+        t: &TableName,
+        shape: Shape,
+        at: &StreamPoint,
+        statement: Option<&str>,
+        dropped: bool,
+        police: bool,
+    ) -> Result<Arc<TableSchema>> {
         // Lake names come from this table's history, never from the shape
         // a DDL derived (a renamed column is a new lake column).
         let earlier = self.history.versions(&t.0, &t.1)?;
@@ -322,7 +377,9 @@ impl SchemaTracker {
         };
         // Before the version exists: a DDL that makes an excluded column
         // part of the key stops here, before any row of it is written.
-        self.policies.assign(&mut schema)?;
+        if police {
+            self.policies.assign(&mut schema)?;
+        }
         let v = TableVersion {
             schema: schema.clone(),
             order_key: at.tx_seq,
@@ -336,10 +393,14 @@ impl SchemaTracker {
         self.history.insert(&v)?;
         self.uncommitted.push(v);
         let schema = Arc::new(schema);
+        let map = match police {
+            true => &mut self.current,
+            false => &mut self.routed,
+        };
         if dropped {
-            self.current.remove(t);
+            map.remove(t);
         } else {
-            self.current.insert(t.clone(), Arc::clone(&schema));
+            map.insert(t.clone(), Arc::clone(&schema));
         }
         Ok(schema)
     }

@@ -39,6 +39,16 @@ pub(crate) fn source_rows(db: &MariaDb, table: &str, columns: &[&str]) -> Table 
 /// What each reader sees of a current table (version `version`, else the
 /// latest), keyed like `source_rows`; the readers must agree.
 pub(crate) fn current_rows(dir: &Path, columns: &[&str], version: Option<u64>) -> Table {
+    current_rows_keyed(dir, columns, version, &[0])
+}
+
+/// [`current_rows`] keyed by the columns at `key`.
+pub(crate) fn current_rows_keyed(
+    dir: &Path,
+    columns: &[&str],
+    version: Option<u64>,
+    key: &[usize],
+) -> Table {
     let mut with_seq: Vec<&str> = columns.to_vec();
     with_seq.push("_seq");
     let read = read_delta(
@@ -54,7 +64,7 @@ pub(crate) fn current_rows(dir: &Path, columns: &[&str], version: Option<u64>) -
             .iter()
             .map(|r| {
                 let values = r[..columns.len()].to_vec();
-                (vec![values[0].clone().unwrap_or_default()], values)
+                (key_of(&values, key), values)
             })
             .collect();
         assert_eq!(t.len(), rows.len(), "{reader}: duplicate keys in {dir:?}");

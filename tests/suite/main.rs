@@ -43,6 +43,7 @@ mod renames;
 mod reread;
 mod resilience;
 mod retention;
+mod routes;
 mod schema_churn;
 mod schema_history;
 mod session_settings;

@@ -518,7 +518,7 @@ pub(super) async fn fold_table(
         read_change_rows(ctx, t, &manifest, &target, &mut sorter, selected.as_deref()).await?;
     }
     if full {
-        if !sorter.truncated() {
+        if !sorter.truncated_all() {
             // Every row of the table joins the changes, before all of them
             // (a change of the primary key: the table is rebuilt in the new
             // key order, through the sorter's bounded memory).

@@ -160,8 +160,13 @@ pub struct Sorter {
     /// Rows per batch of the runs (see [`RUN_BATCH_ROWS`]).
     batch_rows: usize,
     truncated_at: Option<i64>,
+    /// TRUNCATEs of one shard of a routed table: `(db, table)` → `_seq`.
+    shard_truncations: ShardTruncations,
     changes: usize,
 }
+
+/// The `_seq` of the last TRUNCATE of each shard of a routed table.
+pub type ShardTruncations = std::collections::HashMap<(String, String), i64>;
 
 impl Sorter {
     /// A sorter of changes to rows of `values_schema` that spills runs under
@@ -181,6 +186,7 @@ impl Sorter {
             runs: Vec::new(),
             batch_rows: RUN_BATCH_ROWS,
             truncated_at: None,
+            shard_truncations: ShardTruncations::new(),
             changes: 0,
         }
     }
@@ -227,7 +233,25 @@ impl Sorter {
         self.truncated_at = Some(self.truncated_at.map_or(seq, |t| t.max(seq)));
     }
 
+    /// A TRUNCATE of one shard of a routed table at `seq`: every row of that
+    /// shard put before it, and every row of it the table had, is gone.
+    pub fn truncate_shard(&mut self, seq: i64, db: &str, table: &str) {
+        self.changes += 1;
+        let at = self
+            .shard_truncations
+            .entry((db.to_string(), table.to_string()))
+            .or_insert(seq);
+        *at = (*at).max(seq);
+    }
+
+    /// Whether any TRUNCATE came, of the table or of a shard: the table is
+    /// rebuilt.
     pub fn truncated(&self) -> bool {
+        self.truncated_at.is_some() || !self.shard_truncations.is_empty()
+    }
+
+    /// Whether the whole table was truncated: none of its rows stays.
+    pub fn truncated_all(&self) -> bool {
         self.truncated_at.is_some()
     }
 
@@ -354,7 +378,7 @@ impl Sorter {
                     RunBatches::Held(b) => Ok(Box::new(b.clone().into_iter().map(Ok)) as Source),
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let mut merge = Merge::new(&self.schema, sources, None, None, self.batch_rows);
+            let mut merge = Merge::new(&self.schema, sources, None, None, None, self.batch_rows);
             self.write_run(std::iter::from_fn(|| merge.next_batch().transpose()))?;
             for r in group {
                 if let RunBatches::File(p) = r.batches {
@@ -448,10 +472,12 @@ impl Sorter {
             .into_iter()
             .map(|g| Self::chain_source(g.into_iter().filter_map(|i| slots[i].take()).collect()))
             .collect();
+        let shards = merge::ShardFilter::new(&self.values_schema, self.shard_truncations);
         Ok(Merge::new(
             &self.schema,
             sources,
             self.truncated_at,
+            shards,
             self.spill_dir.take(),
             self.batch_rows,
         ))

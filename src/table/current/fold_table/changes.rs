@@ -511,10 +511,25 @@ pub(super) fn add_change_batch(
                 sorter.put(s, (kb, at), (vb, row));
             }
             Op::Delete => sorter.remove(s, (kb, at)),
-            Op::Truncate => sorter.truncate(s),
+            Op::Truncate => match truncated_shard(&rows.values, r) {
+                Some((db, table)) => sorter.truncate_shard(s, db, table),
+                None => sorter.truncate(s),
+            },
         }
     }
     Ok(())
+}
+
+/// The shard a `truncate` marker of a routed table names (DESIGN.md "Shard
+/// routing"): `_source_db` and `_source_table` set; `None` for a marker
+/// of the whole table.
+fn truncated_shard(values: &RecordBatch, r: usize) -> Option<(&str, &str)> {
+    use crate::schema::lake_names::{SOURCE_DB, SOURCE_TABLE};
+    let text = |name: &str| {
+        let c = values.column_by_name(name)?.as_string_opt::<i32>()?;
+        c.is_valid(r).then(|| c.value(r))
+    };
+    Some((text(SOURCE_DB)?, text(SOURCE_TABLE)?))
 }
 
 /// The first of a fold's two passes over changes too many to sort in

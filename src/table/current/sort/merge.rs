@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use arrow::array::{AsArray, BooleanArray, RecordBatch};
+use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use arrow::compute::{filter_record_batch, interleave_record_batch};
 use arrow::datatypes::{Int64Type, SchemaRef};
 
@@ -58,6 +58,7 @@ pub struct Merge {
     /// next batch is merged (the last one may still be picked from).
     spent: Vec<usize>,
     truncated_at: Option<i64>,
+    shards: Option<ShardFilter>,
     /// Changes per merged batch at most.
     batch_rows: usize,
     /// The last key handed out.
@@ -70,6 +71,7 @@ impl Merge {
         schema: &SchemaRef,
         sources: Vec<Source>,
         truncated_at: Option<i64>,
+        shards: Option<ShardFilter>,
         spill_dir: Option<tempfile::TempDir>,
         batch_rows: usize,
     ) -> Self {
@@ -87,6 +89,7 @@ impl Merge {
             heap: BinaryHeap::new(),
             spent,
             truncated_at,
+            shards,
             batch_rows,
             last_key: None,
             _spill_dir: spill_dir,
@@ -131,6 +134,10 @@ impl Merge {
                     let keep: BooleanArray = seqs.iter().map(|s| s.map(|s| s >= t)).collect();
                     filter_record_batch(&batch, &keep).map_err(err)?
                 }
+                None => batch,
+            };
+            let batch = match &self.shards {
+                Some(shards) => shards.filter(batch)?,
                 None => batch,
             };
             if batch.num_rows() > 0 {
@@ -235,4 +242,59 @@ fn below(batch: &RecordBatch, from: usize, to: usize, bound: Option<&[u8]>) -> u
         }
     }
     lo
+}
+
+/// The TRUNCATEs of shards of a routed table, applied to merged changes: a
+/// change that puts a row of a truncated shard before its TRUNCATE is
+/// dropped (so the key keeps no row: the rows a table had are changes
+/// before every other). Removals stay: their key has no row either way.
+pub(super) struct ShardFilter {
+    truncations: super::ShardTruncations,
+    /// The run batch columns of `_source_db` and `_source_table`.
+    db: usize,
+    table: usize,
+}
+
+impl ShardFilter {
+    /// `None` without truncations, or for a table without the shard
+    /// columns (which no shard TRUNCATE names).
+    pub(super) fn new(
+        values: &arrow::datatypes::Schema,
+        truncations: super::ShardTruncations,
+    ) -> Option<Self> {
+        use crate::schema::lake_names::{SOURCE_DB, SOURCE_TABLE};
+        if truncations.is_empty() {
+            return None;
+        }
+        let at = |name: &str| values.index_of(name).ok().map(|i| i + super::VALUES);
+        Some(ShardFilter {
+            truncations,
+            db: at(SOURCE_DB)?,
+            table: at(SOURCE_TABLE)?,
+        })
+    }
+
+    fn filter(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        let strings = |i: usize| {
+            arrow::compute::cast(batch.column(i), &arrow::datatypes::DataType::Utf8).map_err(err)
+        };
+        let (db, table) = (strings(self.db)?, strings(self.table)?);
+        let (db, table) = (db.as_string::<i32>(), table.as_string::<i32>());
+        let seqs = batch.column(SEQ).as_primitive::<Int64Type>();
+        let removed = batch.column(super::REMOVED).as_boolean();
+        let keep: BooleanArray = (0..batch.num_rows())
+            .map(|r| {
+                if removed.value(r) || db.is_null(r) || table.is_null(r) {
+                    return Some(true);
+                }
+                let shard = (db.value(r).to_string(), table.value(r).to_string());
+                Some(
+                    self.truncations
+                        .get(&shard)
+                        .is_none_or(|t| seqs.value(r) >= *t),
+                )
+            })
+            .collect();
+        filter_record_batch(&batch, &keep).map_err(err)
+    }
 }
