@@ -82,6 +82,10 @@ enum Command {
         /// e.g. '{"email": "a@example.com"}'.
         #[arg(long = "where", value_name = "JSON")]
         wheres: Vec<String>,
+        /// Of a routed table ([[routes]]): only the rows that came from this
+        /// shard (its `_source_db` and `_source_table` join every key).
+        #[arg(long, value_name = "DB.TABLE")]
+        shard: Option<String>,
     },
     /// The schema history of captured tables.
     Schema {
@@ -290,6 +294,7 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             keys,
             keys_file,
             wheres,
+            shard,
         } => {
             let config = Config::load(&config)?;
             let request = sluice::forget::Request {
@@ -297,6 +302,7 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
                 keys,
                 keys_file,
                 wheres,
+                shard,
             };
             let outcome = sluice::forget::forget(&config, &request).await?;
             for w in &outcome.warnings {

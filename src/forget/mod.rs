@@ -53,6 +53,10 @@ pub struct Request {
     pub keys_file: Option<PathBuf>,
     /// `--where` objects, as given.
     pub wheres: Vec<String>,
+    /// `--shard DB.TABLE`: of a routed table (DESIGN.md "Shard routing"),
+    /// the rows that came from this shard (`_source_db`, `_source_table`
+    /// added to every object).
+    pub shard: Option<String>,
 }
 
 /// What the command prints: a summary, and a line for each key the lake
@@ -118,7 +122,12 @@ fn read_objects(req: &Request) -> Result<(Vec<Given>, bool)> {
             ))
         })?;
         match value {
-            Value::Object(o) if !o.is_empty() => out.push((label, o)),
+            Value::Object(mut o) if !o.is_empty() => {
+                if let Some(shard) = &req.shard {
+                    with_shard(&mut o, shard).map_err(|e| bad(format!("{label}: {e}")))?;
+                }
+                out.push((label, o))
+            }
             _ => {
                 return Err(bad(format!(
                     "{label}: not a JSON object of column values; give an object such as '{{\"id\": 42}}'"
@@ -127,6 +136,30 @@ fn read_objects(req: &Request) -> Result<(Vec<Given>, bool)> {
         }
     }
     Ok((out, by_key))
+}
+
+/// Adds the shard of `--shard DB.TABLE` to a named row of a routed table.
+fn with_shard(object: &mut Map<String, Value>, shard: &str) -> std::result::Result<(), String> {
+    use crate::schema::lake_names::{SOURCE_DB, SOURCE_TABLE};
+    let Some((db, table)) = shard
+        .split_once('.')
+        .filter(|(d, t)| !d.is_empty() && !t.is_empty())
+    else {
+        return Err(format!(
+            "--shard `{shard}` is not a table name of the form DB.TABLE"
+        ));
+    };
+    for (column, value) in [(SOURCE_DB, db), (SOURCE_TABLE, table)] {
+        match object.get(column) {
+            Some(v) if v.as_str() != Some(value) => {
+                return Err(format!("{column} is {v}, and --shard says {value}"))
+            }
+            _ => {
+                object.insert(column.to_string(), Value::String(value.to_string()));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The columns the rows are named by and each row's values in their order.
@@ -395,12 +428,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_shard_joins_every_key_of_a_routed_table() {
+        let mut o: Map<String, Value> = serde_json::from_str(r#"{"id": 1}"#).unwrap();
+        with_shard(&mut o, "shop_1.orders").unwrap();
+        assert_eq!(
+            Value::Object(o.clone()),
+            serde_json::json!({"id": 1, "_source_db": "shop_1", "_source_table": "orders"})
+        );
+        // Saying the same again is fine; another shard is not.
+        with_shard(&mut o, "shop_1.orders").unwrap();
+        let e = with_shard(&mut o, "shop_2.orders").unwrap_err();
+        assert!(e.contains("--shard says shop_2"), "{e}");
+        let e = with_shard(&mut o, "orders").unwrap_err();
+        assert!(e.contains("DB.TABLE"), "{e}");
+    }
+
+    #[test]
     fn bad_input_names_the_problem_and_the_fix() {
         let req = |keys: &[&str], wheres: &[&str]| Request {
             table: "db.t".into(),
             keys: keys.iter().map(|s| s.to_string()).collect(),
             keys_file: None,
             wheres: wheres.iter().map(|s| s.to_string()).collect(),
+            shard: None,
         };
         let e = read_objects(&req(&["{id: 1}"], &[]))
             .unwrap_err()

@@ -70,6 +70,41 @@ pub fn check_tables(
     Ok(out)
 }
 
+/// The names with each routed lake table (DESIGN.md "Shard routing") that
+/// is not itself a captured table in place of its shards: the captured
+/// tables of the source that `[[routes]]` write into it.
+async fn routed_shards(config: &Config, tables: &[String]) -> Result<Vec<String>> {
+    if config.routes.is_empty() {
+        return Ok(tables.to_vec());
+    }
+    let mut conn = crate::source::connect(&config.source).await?;
+    let captured = crate::schema::bootstrap::table_names(&mut conn, &config.filter).await?;
+    let mut out = Vec::new();
+    for t in tables {
+        let real = t
+            .split_once('.')
+            .is_some_and(|(db, name)| captured.contains_key(&(db.to_string(), name.to_string())));
+        let shards: Vec<String> = match real {
+            true => Vec::new(),
+            false => captured
+                .keys()
+                .filter(|(db, name)| {
+                    config
+                        .routes
+                        .target(db, name)
+                        .is_ok_and(|r| r.is_some_and(|r| r.qualified_name() == *t))
+                })
+                .map(|(db, name)| format!("{db}.{name}"))
+                .collect(),
+        };
+        match shards.is_empty() {
+            true => out.push(t.clone()),
+            false => out.extend(shards),
+        }
+    }
+    Ok(out)
+}
+
 /// Writes `request` under a new name and returns its id: the time it was
 /// asked for (so listings come oldest first) and a random part.
 pub async fn put(store: &dyn ObjectStore, request: &SnapshotRequest) -> Result<String> {
@@ -136,7 +171,8 @@ pub async fn delete(store: &dyn ObjectStore, id: &str) -> Result<()> {
 /// request. Nothing is written when a name is refused. Returns the line to
 /// print.
 pub async fn request(config: &Config, tables: &[String], replace: bool) -> Result<String> {
-    let tables = check_tables(&config.filter, tables).map_err(Error::Request)?;
+    let tables = routed_shards(config, tables).await?;
+    let tables = check_tables(&config.filter, &tables).map_err(Error::Request)?;
     let lake = crate::commit::Lake::open(&config.sink)?;
     // A lake this binary cannot read (a newer format) is refused here too:
     // the sidecar that reads it would not know the request either.

@@ -503,6 +503,12 @@ fn bench_many_tables() {
     sluice.snapshot = "mode = \"initial\"".to_owned();
     sluice.default_flush = true;
     sluice.timeout = Duration::from_secs(7200);
+    // BENCH_ROUTE=1: every table routed into one lake table (DESIGN.md
+    // "Shard routing").
+    let routed = std::env::var("BENCH_ROUTE").is_ok_and(|v| v == "1");
+    if routed {
+        sluice.extra = "[[routes]]\nmatch = 'bench\\d+\\.t\\d+'\ntable = 'benchall.t'\n".into();
+    }
     let _proxy = (backend == Backend::S3).then(|| {
         let proxy = FaultProxy::start(lake.moto().unwrap().port());
         proxy.set_delay(Duration::from_millis(delay as u64));
@@ -557,8 +563,8 @@ fn bench_many_tables() {
         .filter(|c| c["lag_manifests"].as_u64() != Some(0))
         .count();
     println!(
-        "\n| backend | delay ms | tables | rows | transactions | snapshot s | catch-up s | idle start s | status s | current tables behind |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n\
-         | {backend:?} | {delay} | {tables} | {rows} | {txns} | {snapshot:.2} | {catch_up:.2} | {idle:.2} | {status:.2} | {behind} |\n"
+        "\n| backend | delay ms | tables | routed | rows | transactions | snapshot s | catch-up s | idle start s | status s | current tables behind |\n\
+         |---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n\
+         | {backend:?} | {delay} | {tables} | {routed} | {rows} | {txns} | {snapshot:.2} | {catch_up:.2} | {idle:.2} | {status:.2} | {behind} |\n"
     );
 }

@@ -245,6 +245,7 @@ fn shards_with_their_own_ddl_routed_into_one_table_equal_their_union() {
     let state = tempfile::tempdir().unwrap();
     let mut sluice = Sluice::new(&db, lake_dir.path(), state.path());
     sluice.snapshot = "mode = \"initial\"\nchunk_rows = 5".into();
+    sluice.env = vec![("SLUICE_COLUMN_KEY".into(), "routes-test-key".into())];
     sluice.extra = orders_route(&db, "");
     // The key: the source key and the shard.
     let key = [0, 5, 6];
@@ -295,6 +296,105 @@ fn shards_with_their_own_ddl_routed_into_one_table_equal_their_union() {
         &shards,
         &key,
         "after a truncate, a drop and moves",
+    );
+
+    // `sluice snapshot` of the routed table asks for every shard: with
+    // --replace each shard's rows are emptied and read again.
+    let seq_before = Lake::read(lake_dir.path()).manifests.len() as u64;
+    let out = sluice.run_args(&["snapshot"], &["shop.orders", "--replace"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for shard in shards {
+        assert!(said.contains(&format!(".{shard}")), "{said}");
+    }
+    db.sql("UPDATE shop.orders_2 SET note = 'after the request' WHERE id < 20;");
+    sluice.run_until_caught_up_ok();
+    let lake = Lake::read(lake_dir.path());
+    let reread: std::collections::BTreeSet<String> = lake
+        .rows("shop.orders")
+        .iter()
+        .filter(|r| r.manifest_seq > seq_before && r.op == "truncate")
+        .map(|r| format!("{:?}", r.values))
+        .collect();
+    assert_eq!(reread.len(), shards.len(), "one truncate marker per shard");
+    check(
+        lake_dir.path(),
+        &db,
+        &shards,
+        &key,
+        "after a replacing snapshot",
+    );
+
+    // `sluice forget --shard` erases a key's rows of one shard only.
+    let live: Vec<String> = ["orders_1", "orders_2"]
+        .iter()
+        .map(|s| {
+            db.query_rows(&format!("SELECT id FROM shop.{s} ORDER BY id"))
+                .into_iter()
+                .filter_map(|r| r[0].clone())
+                .collect::<Vec<_>>()
+        })
+        .fold(Vec::new(), |mut both: Vec<String>, ids| {
+            if both.is_empty() {
+                ids
+            } else {
+                both.retain(|i| ids.contains(i));
+                both
+            }
+        });
+    let id = live.first().expect("a key in both shards").clone();
+    let shard_2 = db.namespace().to_server("shop.orders_2").into_owned();
+    let out = sluice.run_args(
+        &[
+            "forget",
+            "--key",
+            &format!("{{\"id\": {id}}}"),
+            "--shard",
+            &shard_2,
+        ],
+        &["shop.orders"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The changelog as deltalake reads it (forget replaced files the
+    // manifests name).
+    let read = crate::delta::read_delta(
+        &lake_dir
+            .path()
+            .join(shop(&db))
+            .join("orders")
+            .display()
+            .to_string(),
+        &["_seq", "id", "_source_table"],
+        None,
+        &Value::Null,
+        "deltalake",
+    );
+    let rows = &read.rows["deltalake"];
+    let of = |table: &str| {
+        rows.iter()
+            .filter(|r| r[1].as_deref() == Some(id.as_str()) && r[2].as_deref() == Some(table))
+            .count()
+    };
+    assert_eq!(of("orders_2"), 0, "rows of id {id} in orders_2 are erased");
+    assert!(of("orders_1") > 0, "rows of id {id} in orders_1 stay");
+    // Without the shard, the key misses the routed key's columns.
+    let out = sluice.run_args(
+        &["forget", "--key", &format!("{{\"id\": {id}}}")],
+        &["shop.orders"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("_source_db"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 
     // `status` knows the routed table only: no shard is a lake table or a
