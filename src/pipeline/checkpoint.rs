@@ -35,6 +35,7 @@ impl Pipeline<'_> {
         }
         // Never uploaded: nothing of them is in the store.
         self.open_files.clear();
+        self.routed_batches.clear();
         let held = std::mem::take(&mut self.xa_written);
         let uncommitted = std::mem::take(&mut self.pending)
             .into_iter()
@@ -112,6 +113,7 @@ impl Pipeline<'_> {
         !self.pending.is_empty()
             || !self.in_flight.is_empty()
             || !self.open_files.is_empty()
+            || !self.routed_batches.is_empty()
             || self.tracker.is_dirty()
             || self.buffers.values().any(|b| b.rows() > 0)
             || self.committed.as_ref().map(|m| &m.cursor) != Some(&self.cursor)
@@ -166,6 +168,8 @@ impl Pipeline<'_> {
             self.close_open_file(&name);
             self.bound_in_flight(self.lake.in_flight).await?;
         }
+        // The shards' rows of routed tables, each table's as one row group.
+        self.write_gathered()?;
         let open: Vec<String> = self.open_files.keys().cloned().collect();
         for name in open {
             self.close_open_file(&name);

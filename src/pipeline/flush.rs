@@ -73,6 +73,18 @@ pub(super) struct OpenFile {
     writer: oneshot::Receiver<ChangelogWriter>,
 }
 
+/// A routed table's batches from its shards, gathered into one row group.
+pub(super) struct Gathered {
+    /// The routed table's version they are of.
+    table: Arc<TableSchema>,
+    batches: Vec<RecordBatch>,
+    bytes: usize,
+}
+
+/// A routed table's rows from its shards are gathered up to this many bytes
+/// before they go into its open file as one row group.
+const ROUTED_ROW_GROUP_BYTES: usize = 4 << 20;
+
 /// At most this many buffers are encoded and uploaded at once; the decoder
 /// waits for the oldest beyond that.
 const MAX_IN_FLIGHT: usize = 2;
@@ -180,8 +192,12 @@ impl Pipeline<'_> {
         batch: RecordBatch,
         kind: FileKind,
     ) -> Result<()> {
+        let shard = table.qualified_name();
         let (table, batch) = self.route(table, batch)?;
         if kind == FileKind::Stream {
+            if table.qualified_name() != shard {
+                return self.gather_routed(table, batch);
+            }
             return self.append_batch(table, batch);
         }
         let held = kind == FileKind::Held;
@@ -360,12 +376,66 @@ impl Pipeline<'_> {
         });
     }
 
-    /// Closes every open file (a checkpoint, or rows taken back).
-    pub(super) fn close_open_files(&mut self) {
+    /// Closes every open file (a checkpoint, or rows taken back), with the
+    /// shards' rows gathered for them.
+    pub(super) fn close_open_files(&mut self) -> Result<()> {
+        self.write_gathered()?;
         let names: Vec<String> = self.open_files.keys().cloned().collect();
         for name in names {
             self.close_open_file(&name);
         }
+        Ok(())
+    }
+
+    /// Gathers a routed table's batch from one shard with the others' until
+    /// they make a row group of [`ROUTED_ROW_GROUP_BYTES`]: a checkpoint of
+    /// 1,024 shards of a few rows each wrote 1,024 row groups (and as many
+    /// encoder tasks) into the routed table's file.
+    fn gather_routed(&mut self, table: Arc<TableSchema>, batch: RecordBatch) -> Result<()> {
+        let name = table.qualified_name();
+        if self
+            .routed_batches
+            .get(&name)
+            .is_some_and(|g| !Arc::ptr_eq(&g.table, &table))
+        {
+            self.write_routed(&name)?;
+        }
+        let bytes = batch.get_array_memory_size();
+        let gathered = self
+            .routed_batches
+            .entry(name.clone())
+            .or_insert_with(|| Gathered {
+                table,
+                batches: Vec::new(),
+                bytes: 0,
+            });
+        gathered.batches.push(batch);
+        gathered.bytes += bytes;
+        if gathered.bytes >= ROUTED_ROW_GROUP_BYTES {
+            self.write_routed(&name)?;
+        }
+        Ok(())
+    }
+
+    /// Appends a routed table's gathered batches to its open file, as one.
+    fn write_routed(&mut self, name: &str) -> Result<()> {
+        let Some(g) = self.routed_batches.remove(name) else {
+            return Ok(());
+        };
+        let Some(first) = g.batches.first() else {
+            return Ok(());
+        };
+        let batch = arrow::compute::concat_batches(&first.schema(), &g.batches)?;
+        self.append_batch(g.table, batch)
+    }
+
+    /// Appends every routed table's gathered batches.
+    pub(super) fn write_gathered(&mut self) -> Result<()> {
+        let names: Vec<String> = self.routed_batches.keys().cloned().collect();
+        for name in &names {
+            self.write_routed(name)?;
+        }
+        Ok(())
     }
 
     /// Waits for the oldest background flushes until at most `most` run.

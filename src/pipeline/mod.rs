@@ -118,6 +118,9 @@ struct Pipeline<'a> {
     /// The stream's changelog file of each table (by qualified name) that
     /// takes its flushes until it is full or the checkpoint comes.
     open_files: HashMap<String, flush::OpenFile>,
+    /// Batches of routed tables (by qualified name) from their shards,
+    /// gathered into one row group.
+    routed_batches: HashMap<String, flush::Gathered>,
     committed: Option<Manifest>,
     /// The cursor at the last transaction boundary.
     cursor: Cursor,
@@ -314,6 +317,7 @@ impl<'c> Pipeline<'c> {
             pending: Vec::new(),
             in_flight: VecDeque::new(),
             open_files: HashMap::new(),
+            routed_batches: HashMap::new(),
             gtid_state: b.source.start_gtid,
             streamed: false,
             next_seq: b.cursor.next_seq,

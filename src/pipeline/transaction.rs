@@ -70,7 +70,7 @@ impl Pipeline<'_> {
         } else {
             warn!("a logged rollback took rows back in offline replay: every table counts as transactional");
         }
-        self.close_open_files();
+        self.close_open_files()?;
         while !self.in_flight.is_empty() {
             self.finish_oldest_flush().await?;
         }
