@@ -328,9 +328,19 @@ impl Pipeline<'_> {
         };
         let lake = (target.db.clone(), target.table.clone());
         let current = self.tracker.routed_shape(&lake).cloned();
-        let routed = match merged_columns(current.as_deref(), &table, &target)? {
-            None => current.expect("an unchanged routed table has a version"),
-            Some(columns) => {
+        let routed = match (
+            merged_columns(current.as_deref(), &table, &target)?,
+            current,
+        ) {
+            (None, Some(current)) => current,
+            // `merged_columns` gives columns for a table without a version.
+            (None, None) => {
+                return Err(Error::Schema {
+                    table: target.qualified_name(),
+                    message: "a routed table without a version has no columns (a bug)".into(),
+                })
+            }
+            (Some(columns), _) => {
                 let first_tx = batch
                     .column_by_name("_tx_seq")
                     .and_then(|c| arrow::compute::min(c.as_primitive::<Int64Type>()))

@@ -165,6 +165,19 @@ pub struct Sorter {
     changes: usize,
 }
 
+/// The shard a `truncate` marker of a routed table names (DESIGN.md "Shard
+/// routing"): `_source_db` and `_source_table` set; `None` for a marker
+/// of the whole table.
+pub fn truncated_shard(values: &RecordBatch, r: usize) -> Option<(&str, &str)> {
+    use crate::schema::lake_names::{SOURCE_DB, SOURCE_TABLE};
+    use arrow::array::Array;
+    let text = |name: &str| {
+        let c = values.column_by_name(name)?.as_string_opt::<i32>()?;
+        c.is_valid(r).then(|| c.value(r))
+    };
+    Some((text(SOURCE_DB)?, text(SOURCE_TABLE)?))
+}
+
 /// The `_seq` of the last TRUNCATE of each shard of a routed table.
 pub type ShardTruncations = std::collections::HashMap<(String, String), i64>;
 

@@ -7,7 +7,7 @@ use parquet::arrow::async_reader::ParquetRecordBatchStream;
 use roaring::RoaringTreemap;
 
 use super::super::super::files::{AheadFile, ReadAhead, StoreFile};
-use super::super::sort::{KEY, SEQ, VALUES};
+use super::super::sort::{truncated_shard, KEY, SEQ, VALUES};
 pub(super) use super::removals::Removals;
 use super::*;
 
@@ -518,18 +518,6 @@ pub(super) fn add_change_batch(
         }
     }
     Ok(())
-}
-
-/// The shard a `truncate` marker of a routed table names (DESIGN.md "Shard
-/// routing"): `_source_db` and `_source_table` set; `None` for a marker
-/// of the whole table.
-fn truncated_shard(values: &RecordBatch, r: usize) -> Option<(&str, &str)> {
-    use crate::schema::lake_names::{SOURCE_DB, SOURCE_TABLE};
-    let text = |name: &str| {
-        let c = values.column_by_name(name)?.as_string_opt::<i32>()?;
-        c.is_valid(r).then(|| c.value(r))
-    };
-    Some((text(SOURCE_DB)?, text(SOURCE_TABLE)?))
 }
 
 /// The first of a fold's two passes over changes too many to sort in

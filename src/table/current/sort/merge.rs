@@ -3,7 +3,7 @@
 //! below every other run's next key taken at once.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use arrow::compute::{filter_record_batch, interleave_record_batch};
@@ -249,7 +249,9 @@ fn below(batch: &RecordBatch, from: usize, to: usize, bound: Option<&[u8]>) -> u
 /// dropped (so the key keeps no row: the rows a table had are changes
 /// before every other). Removals stay: their key has no row either way.
 pub(super) struct ShardFilter {
-    truncations: super::ShardTruncations,
+    /// `_seq` of the last TRUNCATE by db, then table: looked up by the
+    /// rows' own strings, without a copy per row.
+    truncations: HashMap<String, HashMap<String, i64>>,
     /// The run batch columns of `_source_db` and `_source_table`.
     db: usize,
     table: usize,
@@ -267,8 +269,12 @@ impl ShardFilter {
             return None;
         }
         let at = |name: &str| values.index_of(name).ok().map(|i| i + super::VALUES);
+        let mut by_db: HashMap<String, HashMap<String, i64>> = HashMap::new();
+        for ((db, table), seq) in truncations {
+            by_db.entry(db).or_default().insert(table, seq);
+        }
         Some(ShardFilter {
-            truncations,
+            truncations: by_db,
             db: at(SOURCE_DB)?,
             table: at(SOURCE_TABLE)?,
         })
@@ -287,12 +293,11 @@ impl ShardFilter {
                 if removed.value(r) || db.is_null(r) || table.is_null(r) {
                     return Some(true);
                 }
-                let shard = (db.value(r).to_string(), table.value(r).to_string());
-                Some(
-                    self.truncations
-                        .get(&shard)
-                        .is_none_or(|t| seqs.value(r) >= *t),
-                )
+                let at = self
+                    .truncations
+                    .get(db.value(r))
+                    .and_then(|tables| tables.get(table.value(r)));
+                Some(at.is_none_or(|t| seqs.value(r) >= *t))
             })
             .collect();
         filter_record_batch(&batch, &keep).map_err(err)
