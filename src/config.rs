@@ -46,6 +46,8 @@ pub struct Config {
     pub columns: policy::ColumnPolicies,
     /// `[[routes]]`: shards written into one lake table.
     pub routes: Routes,
+    /// `[iceberg]`: Iceberg metadata beside the Delta log.
+    pub iceberg: IcebergConfig,
 }
 
 /// `[http]`: the metrics, health and status page endpoint (off by default).
@@ -57,6 +59,15 @@ pub struct HttpConfig {
     pub ready_max_lag: Duration,
     /// `/healthz` fails when the event loop has made no progress for this long.
     pub stall_timeout: Duration,
+}
+
+/// `[iceberg]`: Iceberg metadata beside each table's Delta log
+/// (DESIGN.md "Tables by name").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IcebergConfig {
+    /// `enabled`: after each Delta commit, an Iceberg snapshot of the same
+    /// version over the same files (default false).
+    pub enabled: bool,
 }
 
 /// `[retention]`: what of the lake's history is deleted (DESIGN.md "A lake
@@ -262,6 +273,30 @@ pub enum LakeLocation {
     Azure { container: String, prefix: String },
 }
 
+impl LakeLocation {
+    /// The lake root as a URI, as readers name the files under it
+    /// (`file:///abs/path`, `s3://bucket/prefix`).
+    pub fn uri(&self) -> String {
+        let join = |scheme: &str, bucket: &str, prefix: &str| {
+            let prefix = prefix.trim_matches('/');
+            if prefix.is_empty() {
+                format!("{scheme}://{bucket}")
+            } else {
+                format!("{scheme}://{bucket}/{prefix}")
+            }
+        };
+        match self {
+            LakeLocation::Local(root) => {
+                let abs = std::path::absolute(root).unwrap_or_else(|_| root.clone());
+                format!("file://{}", abs.display())
+            }
+            LakeLocation::S3 { bucket, prefix } => join("s3", bucket, prefix),
+            LakeLocation::Gcs { bucket, prefix } => join("gs", bucket, prefix),
+            LakeLocation::Azure { container, prefix } => join("az", container, prefix),
+        }
+    }
+}
+
 /// Optional `[sink]` keys for `s3://` lakes; `None` leaves the environment's value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct S3Overrides {
@@ -368,6 +403,14 @@ struct RawConfig {
     column_key: columns::RawColumnKey,
     #[serde(default)]
     routes: Vec<routes::RawRoute>,
+    #[serde(default)]
+    iceberg: RawIceberg,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawIceberg {
+    enabled: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -513,6 +556,9 @@ impl Config {
             http: parse_http(raw.http)?,
             columns: columns::parse_columns(raw.columns, &raw.column_key)?,
             routes: routes::parse_routes(raw.routes)?,
+            iceberg: IcebergConfig {
+                enabled: raw.iceberg.enabled.unwrap_or(false),
+            },
         })
     }
 }

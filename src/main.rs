@@ -196,6 +196,7 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             until_caught_up,
         } => {
             let config = Config::load(&config)?;
+            follow_with_iceberg(&config);
             let metrics = sluice::http::Metrics::new(config.flush.max_buffer_bytes);
             sluice::http::start(&config, metrics.clone()).await?;
             let (tx, rx) = tokio::sync::watch::channel(false);
@@ -297,6 +298,7 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             shard,
         } => {
             let config = Config::load(&config)?;
+            follow_with_iceberg(&config);
             let request = sluice::forget::Request {
                 table,
                 keys,
@@ -316,6 +318,14 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             println!("{}", sluice::status::status(&config, json).await?);
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// With `[iceberg] enabled`, every Delta commit of this process is
+/// followed by its Iceberg snapshot.
+fn follow_with_iceberg(config: &Config) {
+    if config.iceberg.enabled {
+        sluice::table::iceberg::enable(&config.sink.location.uri());
     }
 }
 

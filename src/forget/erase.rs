@@ -254,7 +254,7 @@ impl Pass<'_> {
         // A current table's file also drops the rows its vector deletes:
         // their bytes would stay in the copy.
         let deleted = match self.kind {
-            Kind::Current => dv::read(&self.store, &self.dir, add).await?,
+            Kind::Current => dv::read(self.store.as_ref(), &self.dir, add).await?,
             Kind::Changelog => RoaringTreemap::new(),
         };
         pass.rows_removed += (&erase - &deleted).len();

@@ -391,6 +391,11 @@ pub(super) async fn restore(
             }
         }
     }
+    // Iceberg metadata behind its Delta log (a crash between the two
+    // commits, or Iceberg just turned on).
+    if let Err(e) = crate::table::catch_up_followers(lake.store.as_ref(), lake.in_flight).await {
+        warn!(kind = %e.kind(), error = %e, "could not list the tables to bring their Iceberg metadata up to their Delta logs; each table's next commit does");
+    }
     Ok((history, table_logs))
 }
 

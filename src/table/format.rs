@@ -19,6 +19,10 @@
 //! - [`TableFormat::redact_bounds`]: the table's history forgets what it
 //!   recorded of files no longer live (`sluice forget`).
 //!
+//! With `[iceberg] enabled`, each Delta commit that lands is followed by
+//! the Iceberg snapshot of the same version (`iceberg::follow`), built from
+//! the commit or, when the Iceberg side is not in memory, from the log.
+//!
 //! A commit's files are `add` and `remove` actions as the Delta protocol
 //! spells them (path, size, stats, deletion vector): that is the
 //! vocabulary the lake's files were described in from the start, and a
@@ -27,10 +31,10 @@
 use std::future::Future;
 
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::{json, Value};
 
-use super::log;
+use super::{iceberg, log};
 use crate::error::Result;
 
 pub use log::{Put, TableState, APP_ID};
@@ -145,7 +149,11 @@ impl TableFormat for Delta {
     }
 
     async fn commit(&self, store: &dyn ObjectStore, dir: &Path, commit: &Commit) -> Result<Put> {
-        log::put_commit(store, dir, commit.version, &delta_actions(commit)).await
+        let put = log::put_commit(store, dir, commit.version, &delta_actions(commit)).await?;
+        if let (Put::Written, Some(settings)) = (&put, iceberg::settings()) {
+            iceberg::follow(settings, store, dir, commit, || log::load(store, dir, true)).await;
+        }
+        Ok(put)
     }
 
     async fn maintain(&self, store: &dyn ObjectStore, dir: &Path, version: u64) {
@@ -160,6 +168,26 @@ impl TableFormat for Delta {
     ) -> Result<usize> {
         super::redact::redact_bounds(store, dir, state).await
     }
+}
+
+/// Brings what follows the Delta log of `dir` (its Iceberg metadata, when
+/// `[iceberg] enabled`) up to the log's latest version: at start, after a
+/// crash between a Delta commit and what follows it. A failure is logged.
+pub async fn catch_up(store: &dyn ObjectStore, dir: &Path) {
+    let Some(settings) = iceberg::settings() else {
+        return;
+    };
+    let next_commit = |version: u64| async move {
+        match store.head(&log::commit_path(dir, version)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    };
+    iceberg::catch_up(settings, store, dir, next_commit, || {
+        log::load(store, dir, true)
+    })
+    .await
 }
 
 /// The actions of `commit` in the order sluice writes them: `commitInfo`,

@@ -19,6 +19,7 @@ pub mod compaction;
 pub mod current;
 pub(crate) mod files;
 pub mod format;
+pub mod iceberg;
 mod lag;
 mod legacy_names;
 mod log;
@@ -680,10 +681,37 @@ fn abort_after_commits() {
     }
 }
 
+/// At start, with `[iceberg] enabled`: every changelog and current table's
+/// Iceberg metadata brought up to its Delta log (`format::catch_up`),
+/// `in_flight` tables at a time. A table that cannot be read is logged.
+pub async fn catch_up_followers(store: &dyn ObjectStore, in_flight: usize) -> Result<()> {
+    if iceberg::settings().is_none() {
+        return Ok(());
+    }
+    let mut dirs = table_dirs(store, in_flight).await?;
+    let current = Path::from(current::CURRENT_DIR);
+    dirs.extend(tables_under(store, Some(&current), in_flight).await?);
+    futures::stream::iter(dirs)
+        .for_each_concurrent(in_flight.max(1), |dir| async move {
+            format::catch_up(store, &dir).await
+        })
+        .await;
+    Ok(())
+}
+
 /// The table folders `<db>/<table>` of the lake (folders starting with `_`
 /// belong to sluice or to a table's Delta log).
 async fn table_dirs(store: &dyn ObjectStore, in_flight: usize) -> Result<Vec<Path>> {
-    let dbs = store.list_with_delimiter(None).await?;
+    tables_under(store, None, in_flight).await
+}
+
+/// The table folders `<db>/<table>` under `root` (the lake's root: `None`).
+async fn tables_under(
+    store: &dyn ObjectStore,
+    root: Option<&Path>,
+    in_flight: usize,
+) -> Result<Vec<Path>> {
+    let dbs = store.list_with_delimiter(root).await?;
     let dbs = dbs
         .common_prefixes
         .into_iter()

@@ -35,6 +35,7 @@ mod forget;
 mod gtid;
 mod harness;
 mod http;
+mod iceberg;
 mod lake_names;
 mod many_tables;
 mod mysql8_binlog;

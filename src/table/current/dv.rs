@@ -21,8 +21,6 @@
 //! a file descriptor would have taken, and a fold that marks only such
 //! vectors writes no vector file at all.
 
-use std::sync::Arc;
-
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use roaring::RoaringTreemap;
@@ -145,7 +143,7 @@ pub fn cardinality(add: &Value) -> u64 {
 }
 
 /// The vector of an `add` action of the table in `dir` (empty without one).
-pub async fn read(store: &Arc<dyn ObjectStore>, dir: &Path, add: &Value) -> Result<RoaringTreemap> {
+pub async fn read(store: &dyn ObjectStore, dir: &Path, add: &Value) -> Result<RoaringTreemap> {
     let dv = &add["deletionVector"];
     if dv.is_null() {
         return Ok(RoaringTreemap::new());
@@ -271,6 +269,7 @@ impl VectorFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn z85_matches_the_zeromq_example() {
@@ -328,7 +327,7 @@ mod tests {
         let path = file.path(&dir);
         file.write(store.as_ref(), &dir).await.unwrap();
         let add = json!({"path": "x.parquet", "deletionVector": dv});
-        assert_eq!(read(&store, &dir, &add).await.unwrap(), rows);
+        assert_eq!(read(store.as_ref(), &dir, &add).await.unwrap(), rows);
         let mut bytes = store
             .get(&path)
             .await
@@ -340,7 +339,10 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         store.put(&path, bytes.into()).await.unwrap();
-        let err = read(&store, &dir, &add).await.unwrap_err().to_string();
+        let err = read(store.as_ref(), &dir, &add)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("CRC-32 mismatch"), "{err}");
         // Inline vectors (another writer's) read too.
         let body = serialize(&rows);
@@ -348,7 +350,7 @@ mod tests {
         padded.resize(body.len().div_ceil(4) * 4, 0);
         let inline = json!({"path": "x", "deletionVector": {"storageType": "i",
             "pathOrInlineDv": z85_encode(&padded), "sizeInBytes": body.len(), "cardinality": 51}});
-        assert_eq!(read(&store, &dir, &inline).await.unwrap(), rows);
+        assert_eq!(read(store.as_ref(), &dir, &inline).await.unwrap(), rows);
     }
 
     #[tokio::test]
@@ -372,7 +374,7 @@ mod tests {
             );
             assert_eq!(descriptor_file(&dv), None);
             let add = json!({"path": "x.parquet", "deletionVector": dv});
-            assert_eq!(read(&store, &dir, &add).await.unwrap(), rows);
+            assert_eq!(read(store.as_ref(), &dir, &add).await.unwrap(), rows);
         }
         assert!(file.is_empty());
         assert!(file.inline_bytes() > 0);

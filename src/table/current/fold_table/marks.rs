@@ -127,7 +127,7 @@ impl LiveRows {
         path: &str,
         add: &Value,
     ) -> Result<Self> {
-        let deleted = dv::read(store, dir, add).await?;
+        let deleted = dv::read(store.as_ref(), dir, add).await?;
         let stream = open_parquet(store, dir.clone().join(path), add["size"].as_u64()).await?;
         Ok(LiveRows {
             stream,
@@ -176,7 +176,7 @@ pub(super) async fn with_vectors(
     for (i, new) in marks.by_file {
         let path = &files[i].0;
         let add = &adds[path];
-        let old = dv::read(&ctx.store, dir, add).await?;
+        let old = dv::read(ctx.store.as_ref(), dir, add).await?;
         let before = old.len();
         let all = old | new;
         if all.len() == before {
