@@ -44,6 +44,9 @@
 #                            folds, sluice_delta for Delta commits without folds,
 #                            sluice_fold2s for folds every 2 s instead of every
 #                            minute (BENCHMARKS.md, "The lake as tables"),
+#                            sluice_iceberg for sluice with [iceberg] enabled (an
+#                            Iceberg snapshot after every Delta commit; BENCHMARKS.md,
+#                            "Iceberg"),
 #                            sluice_hash for sluice with `hash` on two columns of
 #                            bench.wide, name and body (BENCHMARKS.md, "Column
 #                            policies"), sluice_onefail for sluice with the Delta
@@ -403,7 +406,7 @@ scrape() {
     done
 }
 
-run_sluice() { # run [http|bare|delta|fold2s|hash|onefail|b]
+run_sluice() { # run [http|bare|delta|fold2s|iceberg|hash|onefail|b]
     local tool="sluice" dir="$tmp/sluice.$1" scraper="" http_port no_delta=""
     rm -rf "$dir"
     sluice_config "$dir"
@@ -415,6 +418,10 @@ run_sluice() { # run [http|bare|delta|fold2s|hash|onefail|b]
     if [ "${2:-}" = hash ]; then
         tool="sluice_hash"
         printf '\n[[columns]]\nmatch = %s\naction = "hash"\n' "'bench\.wide\.(name|body)'" >>"$dir/sluice.toml"
+    fi
+    if [ "${2:-}" = iceberg ]; then
+        tool="sluice_iceberg"
+        printf '\n[iceberg]\nenabled = true\n' >>"$dir/sluice.toml"
     fi
     if [ "${2:-}" = fold2s ]; then
         tool="sluice_fold2s"
@@ -494,6 +501,7 @@ for i in $(seq 1 "$RUNS"); do
     wants sluice_bare && run_sluice "$i" bare
     wants sluice_delta && run_sluice "$i" delta
     wants sluice_fold2s && run_sluice "$i" fold2s
+    wants sluice_iceberg && run_sluice "$i" iceberg
     wants sluice_hash && run_sluice "$i" hash
     wants sluice_onefail && run_sluice "$i" onefail
     if [ -n "${SLUICE_BIN_B:-}" ]; then run_sluice "$i" b; fi
