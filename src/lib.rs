@@ -13,7 +13,8 @@
 //! manifest, then into each table's Delta log and current table. `pipeline`
 //! wires the stages for `sluice run`. Inside `table`, every read and write
 //! of a table's metadata goes through `table::format::TableFormat` (the
-//! Delta log is its implementation).
+//! Delta log is its implementation; with `[iceberg] enabled` each Delta
+//! commit is followed there by its Iceberg snapshot, `table::iceberg`).
 
 pub mod batch;
 pub mod commit;
