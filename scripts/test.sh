@@ -47,6 +47,14 @@ if ! command -v openssl >/dev/null 2>&1 || ! command -v script >/dev/null 2>&1; 
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssl bsdutils
 fi
 
+banner "checking PostgreSQL server binaries (tests/suite/catalog.rs)"
+# The SQL catalog is tested on PostgreSQL too: the test starts its own
+# server (initdb in a temporary directory, a free port), never a service.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql
+fi
+
 banner "checking Rust toolchain"
 if ! command -v cargo >/dev/null 2>&1; then
     echo "error: cargo not found; install a Rust toolchain (https://rustup.rs)" >&2

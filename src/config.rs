@@ -9,11 +9,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+mod catalog;
 mod columns;
 pub mod policy;
 mod routes;
 mod tables;
 mod values;
+pub use catalog::{CatalogConfig, CatalogStore, CATALOG_PASSWORD_ENV};
 pub use columns::COLUMN_KEY_ENV;
 pub use routes::{RouteTarget, Routes};
 use values::{opt_duration, percent_decode, toml_error};
@@ -48,6 +50,8 @@ pub struct Config {
     pub routes: Routes,
     /// `[iceberg]`: Iceberg metadata beside the Delta log.
     pub iceberg: IcebergConfig,
+    /// `[catalog]`: where every table is registered by name.
+    pub catalog: CatalogConfig,
 }
 
 /// `[http]`: the metrics, health and status page endpoint (off by default).
@@ -405,6 +409,8 @@ struct RawConfig {
     routes: Vec<routes::RawRoute>,
     #[serde(default)]
     iceberg: RawIceberg,
+    #[serde(default)]
+    catalog: catalog::RawCatalog,
 }
 
 #[derive(Deserialize, Default)]
@@ -533,6 +539,10 @@ impl Config {
         if flush.max_buffer_bytes < 1 << 20 {
             return Err("flush.max_buffer_bytes: must be at least 1MiB".into());
         }
+        let iceberg = IcebergConfig {
+            enabled: raw.iceberg.enabled.unwrap_or(false),
+        };
+        let catalog = catalog::parse_catalog(raw.catalog, iceberg.enabled)?;
         Ok(Config {
             source,
             filter,
@@ -556,9 +566,8 @@ impl Config {
             http: parse_http(raw.http)?,
             columns: columns::parse_columns(raw.columns, &raw.column_key)?,
             routes: routes::parse_routes(raw.routes)?,
-            iceberg: IcebergConfig {
-                enabled: raw.iceberg.enabled.unwrap_or(false),
-            },
+            iceberg,
+            catalog,
         })
     }
 }

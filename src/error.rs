@@ -98,6 +98,11 @@ pub enum Error {
     #[error("lake: {0}")]
     Lake(String),
 
+    /// The `[catalog]` database refused a statement, or holds a name for
+    /// another table.
+    #[error("catalog: {0}")]
+    Catalog(String),
+
     /// The lake's committed files hold types this release no longer writes
     /// (the first release's unsigned integers, durations and Decimal256, and
     /// narrower integers): files written now would give the column a second

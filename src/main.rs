@@ -87,10 +87,26 @@ enum Command {
         #[arg(long, value_name = "DB.TABLE")]
         shard: Option<String>,
     },
+    /// The `[catalog]` that names every table.
+    Catalog {
+        #[command(subcommand)]
+        command: CatalogCommand,
+    },
     /// The schema history of captured tables.
     Schema {
         #[command(subcommand)]
         command: SchemaCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum CatalogCommand {
+    /// Register or repair every changelog and current table in `[catalog]`
+    /// (their Iceberg metadata brought up to the Delta logs first):
+    /// idempotent, also into a catalog the lake never had.
+    Sync {
+        #[arg(long)]
+        config: PathBuf,
     },
 }
 
@@ -196,7 +212,7 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             until_caught_up,
         } => {
             let config = Config::load(&config)?;
-            follow_with_iceberg(&config);
+            follow_with_iceberg(&config)?;
             let metrics = sluice::http::Metrics::new(config.flush.max_buffer_bytes);
             sluice::http::start(&config, metrics.clone()).await?;
             let (tx, rx) = tokio::sync::watch::channel(false);
@@ -298,7 +314,7 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             shard,
         } => {
             let config = Config::load(&config)?;
-            follow_with_iceberg(&config);
+            follow_with_iceberg(&config)?;
             let request = sluice::forget::Request {
                 table,
                 keys,
@@ -313,6 +329,30 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
             println!("{}", outcome.summary);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Catalog {
+            command: CatalogCommand::Sync { config },
+        } => {
+            let config = Config::load(&config)?;
+            follow_with_iceberg(&config)?;
+            let lake = sluice::commit::Lake::open(&config.sink)?;
+            let report = sluice::table::sync_catalog(lake.store.as_ref(), lake.in_flight).await?;
+            println!(
+                "catalog {}: {} registered, {} moved, {} dropped, {} unchanged",
+                config.catalog.name,
+                report.registered,
+                report.moved,
+                report.dropped,
+                report.unchanged
+            );
+            for (name, why) in &report.failed {
+                eprintln!("sluice: {name}: {why}");
+            }
+            Ok(if report.failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         Command::Status { config, json } => {
             let config = Config::load(&config)?;
             println!("{}", sluice::status::status(&config, json).await?);
@@ -322,11 +362,13 @@ async fn dispatch(command: Command) -> sluice::Result<ExitCode> {
 }
 
 /// With `[iceberg] enabled`, every Delta commit of this process is
-/// followed by its Iceberg snapshot.
-fn follow_with_iceberg(config: &Config) {
+/// followed by its Iceberg snapshot, and with a `[catalog]` by the move of
+/// the table's catalog entry.
+fn follow_with_iceberg(config: &Config) -> sluice::Result<()> {
     if config.iceberg.enabled {
         sluice::table::iceberg::enable(&config.sink.location.uri());
     }
+    sluice::table::catalog::enable(&config.catalog)
 }
 
 async fn wait_for_signal() {

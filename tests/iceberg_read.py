@@ -4,9 +4,15 @@ with the Delta reads of the same version.
 
     python3 tests/iceberg_read.py TABLE_DIR COLUMNS [--snapshot ID]
         [--readers pyiceberg,polars,duckdb,spark]
+        [--catalog URI --name NAMESPACE.TABLE]
+    python3 tests/iceberg_read.py --catalog URI --list
 
 TABLE_DIR is the table's local folder; the metadata file read is the one
-`metadata/version-hint.text` names. COLUMNS as in tests/delta_read.py (null for
+`metadata/version-hint.text` names. With --catalog (a SQLAlchemy URI of an
+Iceberg SQL catalog named "sluice"), pyiceberg loads the table by --name from
+the catalog, and the metadata file every reader reads is the one the catalog
+points at (printed as "metadata_location"). --list prints
+{"tables": {namespace: [table, ...]}} of the catalog. COLUMNS as in tests/delta_read.py (null for
 a column the snapshot's schema lacks). Output: {"metadata_version": N,
 "current": snapshot id, "snapshots": [{"id", "delta_version", "manifest_seq"}],
 "schema": [column names of the snapshot read], "manifests": how many the
@@ -33,17 +39,39 @@ def sorted_rows(dicts, columns):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("columns")
+    ap.add_argument("dir", nargs="?")
+    ap.add_argument("columns", nargs="?")
     ap.add_argument("--snapshot", type=int)
     ap.add_argument("--readers", default="pyiceberg,polars,duckdb,spark")
+    ap.add_argument("--catalog")
+    ap.add_argument("--name")
+    ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
+    catalog = None
+    if args.catalog:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        catalog = SqlCatalog("sluice", uri=args.catalog, warehouse="file:///nonexistent")
+    if args.list:
+        tables = {}
+        for ns in catalog.list_namespaces():
+            name = ".".join(ns)
+            tables[name] = sorted(t[-1] for t in catalog.list_tables(name))
+        json.dump({"tables": tables}, sys.stdout)
+        return
     columns = args.columns.split(",")
     readers = args.readers.split(",")
     folder = os.path.abspath(args.dir)
-    with open(os.path.join(folder, "metadata", "version-hint.text")) as f:
-        n = int(f.read().strip())
-    metadata_file = os.path.join(folder, "metadata", f"v{n}.metadata.json")
+    by_name = None
+    if catalog is not None:
+        by_name = catalog.load_table(args.name)
+        location = by_name.metadata_location
+        metadata_file = location[len("file://"):] if location.startswith("file://") else location
+        n = int(os.path.basename(metadata_file)[1:].split(".")[0])
+    else:
+        with open(os.path.join(folder, "metadata", "version-hint.text")) as f:
+            n = int(f.read().strip())
+        metadata_file = os.path.join(folder, "metadata", f"v{n}.metadata.json")
     with open(metadata_file) as f:
         md = json.load(f)
     snapshot = args.snapshot if args.snapshot is not None else md["current-snapshot-id"]
@@ -53,6 +81,7 @@ def main():
     present = [c for c in columns if c in names]
     result = {
         "metadata_version": n,
+        "metadata_location": metadata_file,
         "current": md["current-snapshot-id"],
         "snapshots": [
             {
@@ -69,7 +98,7 @@ def main():
     if "pyiceberg" in readers:
         from pyiceberg.table import StaticTable
 
-        table = StaticTable.from_metadata(metadata_file)
+        table = by_name if by_name is not None else StaticTable.from_metadata(metadata_file)
         arrow = table.scan(snapshot_id=snapshot, selected_fields=tuple(present)).to_arrow()
         result["rows"]["pyiceberg"] = sorted_rows(arrow.to_pylist(), columns)
         result["manifests"] = len(table.snapshot_by_id(snapshot).manifests(table.io))

@@ -392,9 +392,9 @@ pub(super) async fn restore(
         }
     }
     // Iceberg metadata behind its Delta log (a crash between the two
-    // commits, or Iceberg just turned on).
+    // commits, or Iceberg just turned on), and catalog entries behind it.
     if let Err(e) = crate::table::catch_up_followers(lake.store.as_ref(), lake.in_flight).await {
-        warn!(kind = %e.kind(), error = %e, "could not list the tables to bring their Iceberg metadata up to their Delta logs; each table's next commit does");
+        warn!(kind = %e.kind(), error = %e, "could not bring every table's Iceberg metadata and catalog entry up to its Delta log; each table's next commit does (`sluice catalog sync` settles the catalog now)");
     }
     Ok((history, table_logs))
 }

@@ -45,11 +45,9 @@ fn data_file(table: &Path, delta_path: &str) -> Option<Path> {
     if delta_path.contains("://") || delta_path.starts_with('/') || delta_path.is_empty() {
         return None;
     }
-    Some(
-        delta_path
-            .split('/')
-            .fold(table.clone(), |p, part| p.join(super::decode_part(part))),
-    )
+    Some(delta_path.split('/').fold(table.clone(), |p, part| {
+        p.join(super::names::decode_part(part))
+    }))
 }
 
 /// Deletes the data files of `state`'s tombstones older than the table's

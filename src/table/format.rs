@@ -21,7 +21,8 @@
 //!
 //! With `[iceberg] enabled`, each Delta commit that lands is followed by
 //! the Iceberg snapshot of the same version (`iceberg::follow`), built from
-//! the commit or, when the Iceberg side is not in memory, from the log.
+//! the commit or, when the Iceberg side is not in memory, from the log;
+//! with a `[catalog]`, then by the move of the table's catalog entry.
 //!
 //! A commit's files are `add` and `remove` actions as the Delta protocol
 //! spells them (path, size, stats, deletion vector): that is the
@@ -34,7 +35,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::{json, Value};
 
-use super::{iceberg, log};
+use super::{catalog, iceberg, log};
 use crate::error::Result;
 
 pub use log::{Put, TableState, APP_ID};
@@ -77,6 +78,12 @@ pub struct Commit {
 }
 
 impl Commit {
+    /// Whether it ends its table: a current table's commit for a DROP TABLE
+    /// or a RENAME away (its catalog entry goes).
+    pub fn ends(&self) -> bool {
+        ends(&self.facts)
+    }
+
     /// A commit of `operation` at `version`, with no files yet.
     pub fn new(version: u64, operation: Operation, facts: Value) -> Self {
         Commit {
@@ -91,6 +98,14 @@ impl Commit {
             files: Vec::new(),
         }
     }
+}
+
+/// The `fold` fact of a commit that ends a current table.
+pub const FOLD_END: &str = "end";
+
+/// Whether sluice's facts of a commit say it ends its table.
+pub fn ends(facts: &Value) -> bool {
+    facts["fold"] == FOLD_END
 }
 
 /// A table format: how a table's versions are read and written.
@@ -151,7 +166,11 @@ impl TableFormat for Delta {
     async fn commit(&self, store: &dyn ObjectStore, dir: &Path, commit: &Commit) -> Result<Put> {
         let put = log::put_commit(store, dir, commit.version, &delta_actions(commit)).await?;
         if let (Put::Written, Some(settings)) = (&put, iceberg::settings()) {
-            iceberg::follow(settings, store, dir, commit, || log::load(store, dir, true)).await;
+            let head =
+                iceberg::follow(settings, store, dir, commit, || log::load(store, dir, true)).await;
+            if let (Some(head), Some(catalog)) = (head, catalog::get()) {
+                catalog.follow(settings, dir, head).await;
+            }
         }
         Ok(put)
     }
@@ -173,10 +192,9 @@ impl TableFormat for Delta {
 /// Brings what follows the Delta log of `dir` (its Iceberg metadata, when
 /// `[iceberg] enabled`) up to the log's latest version: at start, after a
 /// crash between a Delta commit and what follows it. A failure is logged.
-pub async fn catch_up(store: &dyn ObjectStore, dir: &Path) {
-    let Some(settings) = iceberg::settings() else {
-        return;
-    };
+/// The Iceberg head after it, for the catalog.
+pub async fn catch_up(store: &dyn ObjectStore, dir: &Path) -> Option<iceberg::Head> {
+    let settings = iceberg::settings()?;
     let next_commit = |version: u64| async move {
         match store.head(&log::commit_path(dir, version)).await {
             Ok(_) => Ok(true),

@@ -14,6 +14,7 @@
 //! `redact` and `tombstones`) is its one implementation, so moving to the
 //! kernel, or a second format, touches one place.
 
+pub mod catalog;
 mod cleanup;
 pub mod compaction;
 pub mod current;
@@ -23,6 +24,7 @@ pub mod iceberg;
 mod lag;
 mod legacy_names;
 mod log;
+pub mod names;
 mod redact;
 mod rewrite;
 mod schema;
@@ -56,33 +58,11 @@ pub(crate) fn table_dir(file: &DataFile) -> Path {
     Path::from_iter(parts[..parts.len().saturating_sub(1)].iter().cloned())
 }
 
-/// A percent-encoded path part as the name it encodes.
-fn decode_part(part: &str) -> String {
-    let bytes = part.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// `(db, table)` of a table folder.
+/// `(db, table)` of a changelog table folder.
 fn table_names(dir: &Path) -> Option<(String, String)> {
-    let parts: Vec<_> = dir.parts().collect();
-    match parts.as_slice() {
-        [db, table] => Some((decode_part(db.as_ref()), decode_part(table.as_ref()))),
-        _ => None,
-    }
+    names::LakeTable::from_dir(dir)
+        .filter(|t| t.kind == names::Kind::Changelog)
+        .map(|t| (t.db, t.table))
 }
 
 /// The file schemas of every version of some tables, from the schema
@@ -683,20 +663,58 @@ fn abort_after_commits() {
 
 /// At start, with `[iceberg] enabled`: every changelog and current table's
 /// Iceberg metadata brought up to its Delta log (`format::catch_up`),
-/// `in_flight` tables at a time. A table that cannot be read is logged.
+/// `in_flight` tables at a time, then, with a `[catalog]`, every table's
+/// entry settled (`catalog::Catalog::reconcile`). A table that cannot be
+/// read or settled is logged.
 pub async fn catch_up_followers(store: &dyn ObjectStore, in_flight: usize) -> Result<()> {
-    if iceberg::settings().is_none() {
-        return Ok(());
+    if let Some(report) = follow_all(store, in_flight).await? {
+        for (name, why) in &report.failed {
+            tracing::warn!(entry = %name, error = %why, "a catalog entry could not be settled");
+        }
+        if report.registered + report.moved + report.dropped > 0 {
+            tracing::info!(
+                registered = report.registered,
+                moved = report.moved,
+                dropped = report.dropped,
+                "catalog entries settled at start"
+            );
+        }
     }
+    Ok(())
+}
+
+/// `sluice catalog sync`: every table's Iceberg metadata brought up to its
+/// Delta log and its catalog entry settled; what it did. An error when no
+/// catalog is on.
+pub async fn sync_catalog(store: &dyn ObjectStore, in_flight: usize) -> Result<catalog::Report> {
+    follow_all(store, in_flight).await?.ok_or_else(|| {
+        crate::error::Error::Catalog(
+            "no catalog to sync: set [catalog] type = \"sql\" (and [iceberg] enabled = true)"
+                .into(),
+        )
+    })
+}
+
+async fn follow_all(store: &dyn ObjectStore, in_flight: usize) -> Result<Option<catalog::Report>> {
+    let Some(settings) = iceberg::settings() else {
+        return Ok(None);
+    };
     let mut dirs = table_dirs(store, in_flight).await?;
     let current = Path::from(current::CURRENT_DIR);
     dirs.extend(tables_under(store, Some(&current), in_flight).await?);
-    futures::stream::iter(dirs)
-        .for_each_concurrent(in_flight.max(1), |dir| async move {
-            format::catch_up(store, &dir).await
+    let heads: Vec<(Path, iceberg::Head)> = futures::stream::iter(dirs)
+        .map(|dir| async move {
+            let head = format::catch_up(store, &dir).await;
+            head.map(|h| (dir, h))
         })
+        .buffer_unordered(in_flight.max(1))
+        .filter_map(|h| async move { h })
+        .collect()
         .await;
-    Ok(())
+    match catalog::get() {
+        Some(c) => c.reconcile(settings, heads, in_flight).await.map(Some),
+        None => Ok(None),
+    }
 }
 
 /// The table folders `<db>/<table>` of the lake (folders starting with `_`

@@ -3,6 +3,7 @@ use std::sync::Arc;
 use arrow::array::ArrayRef;
 use arrow::record_batch::RecordBatch;
 
+use super::names::decode_part;
 use super::*;
 
 #[test]

@@ -49,7 +49,7 @@ fn running_as_root() -> bool {
         .unwrap_or(false)
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
     listener.local_addr().unwrap().port()
 }

@@ -19,22 +19,25 @@ use crate::delta::{delta_commits, ensure_readers, read_delta};
 
 /// Iceberg readers beside the Delta ones (versions checked on this
 /// machine; DuckDB's extensions must have DuckDB's exact version).
-const ICEBERG_READERS: [&str; 3] = [
+const ICEBERG_READERS: [&str; 5] = [
     "pyiceberg==0.12.0",
     "duckdb-extension-iceberg==1.5.5",
     "duckdb-extension-avro==1.5.5",
+    // pyiceberg's SQL catalog, on SQLite and PostgreSQL.
+    "sqlalchemy==2.1.9",
+    "psycopg2-binary==2.9.13",
 ];
 
-const ALL_ICEBERG_READERS: &str = "pyiceberg,polars,duckdb,spark";
+pub(crate) const ALL_ICEBERG_READERS: &str = "pyiceberg,polars,duckdb,spark";
 
-fn ensure_iceberg_readers() {
+pub(crate) fn ensure_iceberg_readers() {
     ensure_readers();
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let present = Command::new("python3")
             .args([
                 "-c",
-                "import pyiceberg, duckdb_extension_iceberg, duckdb_extension_avro; \
+                "import pyiceberg, duckdb_extension_iceberg, duckdb_extension_avro, sqlalchemy, psycopg2; \
                  assert pyiceberg.__version__ == '0.12.0'",
             ])
             .output()
@@ -56,7 +59,7 @@ fn ensure_iceberg_readers() {
     });
 }
 
-type Rows = Vec<Vec<Option<String>>>;
+pub(crate) type Rows = Vec<Vec<Option<String>>>;
 
 /// What tests/iceberg_read.py saw of one table.
 struct IcebergRead {
@@ -112,7 +115,7 @@ fn read_iceberg(dir: &Path, columns: &[&str], snapshot: Option<i64>) -> IcebergR
     }
 }
 
-fn sorted(mut rows: Rows) -> Rows {
+pub(crate) fn sorted(mut rows: Rows) -> Rows {
     rows.sort();
     rows
 }

@@ -15,6 +15,7 @@ mod binlog_builder;
 
 mod bad_input;
 mod big_transaction;
+mod catalog;
 mod charsets;
 mod cli;
 mod column_policies;

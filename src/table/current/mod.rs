@@ -71,7 +71,12 @@ const CONF_VECTORS: &str = "delta.enableDeletionVectors";
 
 /// The current table folder of `db.table`.
 pub fn current_dir(db: &str, table: &str) -> Path {
-    Path::from_iter([CURRENT_DIR.to_string(), db.to_string(), table.to_string()])
+    super::names::LakeTable {
+        kind: super::names::Kind::Current,
+        db: db.to_string(),
+        table: table.to_string(),
+    }
+    .dir()
 }
 
 /// One table to fold, with its schema history (oldest first).
@@ -645,7 +650,7 @@ async fn end_table(ctx: &Ctx<'_>, t: &FoldTable) -> Result<FoldReport> {
         return Ok(FoldReport::default());
     }
     let mut report = FoldReport::default();
-    let mut commit = fold_commit(ctx, t, version + 1, "end");
+    let mut commit = fold_commit(ctx, t, version + 1, super::format::FOLD_END);
     for (path, add) in &state.files {
         report.files_removed += 1;
         report.bytes_removed += add["size"].as_u64().unwrap_or(0);

@@ -59,7 +59,7 @@ async fn table_status(
     let parts: Vec<String> = dir
         .parts()
         .skip(1)
-        .map(|p| super::super::decode_part(p.as_ref()))
+        .map(|p| super::super::names::decode_part(p.as_ref()))
         .collect();
     let [db_name, table] = parts.as_slice() else {
         return None;

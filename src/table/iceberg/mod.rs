@@ -65,9 +65,16 @@ static SETTINGS: OnceLock<Settings> = OnceLock::new();
 /// Turns Iceberg metadata on for this process: every Delta commit from now
 /// on is followed by its Iceberg snapshot. `root` is the lake root's URI.
 pub fn enable(root: &str) {
-    let _ = SETTINGS.set(Settings {
-        root: root.trim_end_matches('/').to_string(),
-    });
+    let _ = SETTINGS.set(Settings::new(root));
+}
+
+impl Settings {
+    /// The settings of a lake whose root's URI is `root`.
+    pub fn new(root: &str) -> Settings {
+        Settings {
+            root: root.trim_end_matches('/').to_string(),
+        }
+    }
 }
 
 /// The settings when Iceberg metadata is on.
@@ -111,16 +118,56 @@ fn slot(dir: &Path) -> Slot {
     tables.entry(dir.to_string()).or_default().clone()
 }
 
+/// The newest Iceberg metadata file of a table: what a catalog points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// N of `metadata/v<N>.metadata.json`.
+    pub n: u64,
+    /// Its snapshot ends the table (`sluice.ended`).
+    pub ended: bool,
+}
+
+impl Head {
+    fn of(t: &Table) -> Head {
+        Head {
+            n: t.metadata_version,
+            ended: spec::ended(&t.metadata),
+        }
+    }
+}
+
+/// The location of `dir`'s metadata file `n` as readers name it.
+pub fn metadata_location(settings: &Settings, dir: &Path, n: u64) -> String {
+    format!("{}/{}", settings.root, metadata_path(dir, n))
+}
+
+/// The location of `dir`'s Iceberg metadata folder, with a trailing slash.
+pub fn metadata_prefix(settings: &Settings, dir: &Path) -> String {
+    format!("{}/{}/{METADATA_DIR}/", settings.root, dir)
+}
+
+/// N of a metadata location `…/v<N>.metadata.json`.
+pub fn metadata_number(location: &str) -> Option<u64> {
+    location
+        .rsplit('/')
+        .next()?
+        .strip_prefix('v')?
+        .strip_suffix(".metadata.json")?
+        .parse()
+        .ok()
+}
+
 /// After `commit` of `dir` landed in the Delta log: the Iceberg snapshot of
-/// the same version. `load` reads the Delta log with its files, for a
-/// snapshot built whole.
+/// the same version, and its head when it was written. `load` reads the
+/// Delta log with its files, for a snapshot built whole.
 pub(super) async fn follow<L, F>(
     settings: &Settings,
     store: &dyn ObjectStore,
     dir: &Path,
     commit: &Commit,
     load: L,
-) where
+) -> Option<Head>
+where
     L: FnOnce() -> F,
     F: Future<Output = Result<TableState>>,
 {
@@ -137,13 +184,19 @@ pub(super) async fn follow<L, F>(
         },
     };
     match outcome {
-        Ok(t) => *table = t,
-        Err(e) => tracing::warn!(
-            table = %dir,
-            version = commit.version,
-            error = %e,
-            "the Iceberg metadata of the table is behind its Delta log; the next commit writes it whole"
-        ),
+        Ok(t) => {
+            *table = t;
+            table.as_ref().map(Head::of)
+        }
+        Err(e) => {
+            tracing::warn!(
+                table = %dir,
+                version = commit.version,
+                error = %e,
+                "the Iceberg metadata of the table is behind its Delta log; the next commit writes it whole"
+            );
+            None
+        }
     }
 }
 
@@ -153,13 +206,15 @@ pub(super) async fn follow<L, F>(
 /// version, built whole. Costs the head's reads and one probe of the next
 /// Delta commit when nothing is behind. `next_commit` tells whether the
 /// Delta log has the version after one; `load` reads the log with files.
+/// The head after it (`None` when the table has no Iceberg side).
 pub(super) async fn catch_up<N, NF, L, LF>(
     settings: &Settings,
     store: &dyn ObjectStore,
     dir: &Path,
     next_commit: N,
     load: L,
-) where
+) -> Option<Head>
+where
     N: FnOnce(u64) -> NF,
     NF: Future<Output = Result<bool>>,
     L: FnOnce() -> LF,
@@ -167,36 +222,52 @@ pub(super) async fn catch_up<N, NF, L, LF>(
 {
     let slot = slot(dir);
     let mut table = slot.lock().await;
-    if table.is_some() {
-        return;
+    if let Some(t) = table.as_ref() {
+        return Some(Head::of(t));
     }
     let location = format!("{}/{}", settings.root, dir);
-    let outcome = async {
-        let behind = match head(store, dir).await? {
-            Some((_, md)) => match spec::delta_version(&md) {
+    let outcome: Result<Option<Head>> = async {
+        let found = head(store, dir).await?;
+        let behind = match &found {
+            Some((_, md)) => match spec::delta_version(md) {
                 Some(v) => next_commit(v + 1).await?,
                 None => true,
             },
             None => true,
         };
         if !behind {
-            return Ok(None);
+            return Ok(found.map(|(n, md)| Head {
+                n,
+                ended: spec::ended(&md),
+            }));
         }
         let state = load().await?;
-        rebuild(store, dir, &location, &state).await
+        let t = rebuild(store, dir, &location, &state).await?;
+        Ok(match t {
+            Some(t) => {
+                tracing::info!(table = %dir, version = t.delta_version, "the Iceberg metadata caught up with the Delta log");
+                let h = Head::of(&t);
+                *table = Some(t);
+                Some(h)
+            }
+            // Already level: the head found is the one.
+            None => found.map(|(n, md)| Head {
+                n,
+                ended: spec::ended(&md),
+            }),
+        })
     }
     .await;
     match outcome {
-        Ok(Some(t)) => {
-            tracing::info!(table = %dir, version = t.delta_version, "the Iceberg metadata caught up with the Delta log");
-            *table = Some(t);
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!(
+                table = %dir,
+                error = %e,
+                "could not bring the Iceberg metadata up to the Delta log; the next commit writes it whole"
+            );
+            None
         }
-        Ok(None) => {}
-        Err(e) => tracing::warn!(
-            table = %dir,
-            error = %e,
-            "could not bring the Iceberg metadata up to the Delta log; the next commit writes it whole"
-        ),
     }
 }
 
@@ -268,6 +339,7 @@ struct Draft<'a> {
     operation: &'a str,
     table_uuid: String,
     schema_string: String,
+    ended: bool,
 }
 
 /// The ids of the snapshot that follows `prev`: its id (the Delta version
@@ -311,6 +383,7 @@ async fn publish(
         operation: draft.operation,
         delta_version: draft.delta_version,
         manifest_seq: draft.manifest_seq,
+        ended: draft.ended,
     }
     .to_json();
     let next = spec::Next {
@@ -553,6 +626,7 @@ async fn rebuild(
         operation: "overwrite",
         table_uuid,
         schema_string,
+        ended: state.last_info.as_ref().is_some_and(super::format::ends),
     };
     publish(store, dir, location, prev, draft, manifests, fresh)
         .await
@@ -733,6 +807,7 @@ async fn advance(
         operation,
         table_uuid,
         schema_string,
+        ended: commit.ends(),
     };
     publish(
         store,

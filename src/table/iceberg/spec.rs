@@ -14,6 +14,8 @@ pub const MAX_SNAPSHOTS: usize = 256;
 /// The summary keys that tie a snapshot to its Delta version.
 pub const MANIFEST_SEQ_KEY: &str = "sluice.manifest-seq";
 pub const DELTA_VERSION_KEY: &str = "sluice.delta-version";
+/// In the summary of a snapshot that ends its table.
+pub const ENDED_KEY: &str = "sluice.ended";
 
 /// The Iceberg type of a Delta type (`None` for one it cannot hold), with
 /// fresh ids for nested fields taken from `next_id`. `old` is the Iceberg
@@ -299,6 +301,9 @@ pub struct Snapshot<'a> {
     pub operation: &'a str,
     pub delta_version: u64,
     pub manifest_seq: Option<u64>,
+    /// The Delta version ends the table (a current table whose source was
+    /// dropped or renamed away): `sluice.ended` in the summary.
+    pub ended: bool,
 }
 
 impl Snapshot<'_> {
@@ -311,6 +316,9 @@ impl Snapshot<'_> {
         );
         if let Some(seq) = self.manifest_seq {
             summary.insert(MANIFEST_SEQ_KEY.into(), json!(seq.to_string()));
+        }
+        if self.ended {
+            summary.insert(ENDED_KEY.into(), json!("true"));
         }
         let mut s = json!({
             "snapshot-id": self.id,
@@ -326,16 +334,28 @@ impl Snapshot<'_> {
     }
 }
 
+/// The summary of the current snapshot of `md`.
+fn current_summary(md: &Value) -> Option<&Value> {
+    let id = &md["current-snapshot-id"];
+    Some(
+        &md["snapshots"]
+            .as_array()?
+            .iter()
+            .find(|s| &s["snapshot-id"] == id)?["summary"],
+    )
+}
+
 /// The Delta version the current snapshot of `md` equals.
 pub fn delta_version(md: &Value) -> Option<u64> {
-    let id = &md["current-snapshot-id"];
-    md["snapshots"]
-        .as_array()?
-        .iter()
-        .find(|s| &s["snapshot-id"] == id)?["summary"][DELTA_VERSION_KEY]
+    current_summary(md)?[DELTA_VERSION_KEY]
         .as_str()?
         .parse()
         .ok()
+}
+
+/// Whether the current snapshot of `md` ends its table.
+pub fn ended(md: &Value) -> bool {
+    current_summary(md).is_some_and(|s| s[ENDED_KEY] == "true")
 }
 
 #[cfg(test)]
@@ -443,6 +463,7 @@ mod tests {
                 operation: "append",
                 delta_version: i as u64,
                 manifest_seq: Some(i as u64 + 10),
+                ended: false,
             }
             .to_json();
             let next = Next {
