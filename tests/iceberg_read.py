@@ -9,7 +9,8 @@ with the Delta reads of the same version.
 
 TABLE_DIR is the table's local folder; the metadata file read is the one
 `metadata/version-hint.text` names. With --catalog (a SQLAlchemy URI of an
-Iceberg SQL catalog named "sluice"), pyiceberg loads the table by --name from
+Iceberg SQL catalog named "sluice", or glue:ENDPOINT for AWS Glue with the
+region and keys of the environment), pyiceberg loads the table by --name from
 the catalog, and the metadata file every reader reads is the one the catalog
 points at (printed as "metadata_location"). --list prints
 {"tables": {namespace: [table, ...]}} of the catalog. COLUMNS as in tests/delta_read.py (null for
@@ -48,7 +49,20 @@ def main():
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     catalog = None
-    if args.catalog:
+    if args.catalog and args.catalog.startswith("glue:"):
+        from pyiceberg.catalog.glue import GlueCatalog
+
+        # glue:ENDPOINT; the region and keys come from the environment.
+        catalog = GlueCatalog(
+            "sluice",
+            **{
+                "glue.endpoint": args.catalog[len("glue:"):],
+                "glue.region": os.environ["AWS_REGION"],
+                "glue.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+                "glue.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"],
+            },
+        )
+    elif args.catalog:
         from pyiceberg.catalog.sql import SqlCatalog
 
         catalog = SqlCatalog("sluice", uri=args.catalog, warehouse="file:///nonexistent")

@@ -1,6 +1,6 @@
 //! `[catalog]`: where every changelog and current table is registered by
-//! name (DESIGN.md "Tables by name"). Only the SQL catalog is built: the
-//! Iceberg JDBC catalog's tables, on SQLite or PostgreSQL.
+//! name (DESIGN.md "Tables by name"): the Iceberg JDBC catalog's tables on
+//! SQLite or PostgreSQL (`sql`), or AWS Glue (`glue`).
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -55,6 +55,8 @@ pub enum CatalogStore {
     /// `postgresql://USER@HOST:PORT/DB`, as given; the password comes from
     /// [`CATALOG_PASSWORD_ENV`] when the URI has none.
     Postgres(String),
+    /// AWS Glue of the AWS environment's account and region.
+    Glue,
 }
 
 pub(super) fn parse_catalog(
@@ -70,20 +72,24 @@ pub(super) fn parse_catalog(
             )?;
             Some(parse_sql_uri(uri)?)
         }
-        Some(kind @ ("glue" | "rest")) => {
-            return Err(format!(
-                "catalog.type: \"{kind}\" is not built in this version of sluice; use \"sql\" (SQLite or PostgreSQL, read by Spark, Trino, Flink and pyiceberg) or \"none\""
-            ))
+        Some("glue") => {
+            if raw.uri.is_some() {
+                return Err("catalog.uri: Glue takes its region and endpoint from the AWS environment (AWS_REGION, AWS_ENDPOINT_URL_GLUE); remove uri".into());
+            }
+            Some(CatalogStore::Glue)
+        }
+        Some("rest") => {
+            return Err("catalog.type: \"rest\" is not built in this version of sluice; use \"sql\" (SQLite or PostgreSQL, read by Spark, Trino, Flink and pyiceberg), \"glue\" or \"none\"".into())
         }
         Some(other) => {
             return Err(format!(
-                "catalog.type: `{other}` is not a catalog type, use \"none\" or \"sql\""
+                "catalog.type: `{other}` is not a catalog type, use \"none\", \"sql\" or \"glue\""
             ))
         }
     };
     if store.is_some() && !iceberg {
         return Err(
-            "catalog.type: the SQL catalog registers Iceberg tables; set [iceberg] enabled = true"
+            "catalog.type: the catalog registers Iceberg tables; set [iceberg] enabled = true"
                 .into(),
         );
     }
@@ -185,8 +191,14 @@ mod tests {
 
     #[test]
     fn catalog_types_not_built_and_clashing_namespaces_are_errors() {
-        let e = parse_catalog(raw("glue", None), true).unwrap_err();
-        assert!(e.contains("\"glue\" is not built"), "{e}");
+        let e = parse_catalog(raw("rest", None), true).unwrap_err();
+        assert!(e.contains("\"rest\" is not built"), "{e}");
+        assert_eq!(
+            parse_catalog(raw("glue", None), true).unwrap().store,
+            Some(CatalogStore::Glue)
+        );
+        let e = parse_catalog(raw("glue", Some("x")), true).unwrap_err();
+        assert!(e.starts_with("catalog.uri: Glue takes"), "{e}");
         let e = parse_catalog(raw("hive", None), true).unwrap_err();
         assert!(e.contains("`hive` is not a catalog type"), "{e}");
         let mut r = raw("sql", Some("sqlite:///c.db"));

@@ -79,6 +79,9 @@ impl std::fmt::Display for CatalogName {
 pub struct CatalogNames {
     pub current: String,
     pub changelog: String,
+    /// The catalog takes only lower-case `[a-z0-9_]` names in one level
+    /// (Glue): every other character becomes `_`, letters lower case.
+    pub lower_snake: bool,
 }
 
 impl CatalogNames {
@@ -88,9 +91,24 @@ impl CatalogNames {
             Kind::Changelog => &self.changelog,
             Kind::Current => &self.current,
         };
-        CatalogName {
+        let name = CatalogName {
             namespace: template.replace("{db}", &t.db.replace('.', "_")),
             table: t.table.clone(),
+        };
+        if !self.lower_snake {
+            return name;
+        }
+        let snake = |s: &str| -> String {
+            s.chars()
+                .map(|c| match c.to_ascii_lowercase() {
+                    c @ ('a'..='z' | '0'..='9' | '_') => c,
+                    _ => '_',
+                })
+                .collect()
+        };
+        CatalogName {
+            namespace: snake(&name.namespace),
+            table: snake(&name.table),
         }
     }
 }
@@ -146,9 +164,10 @@ mod tests {
 
     #[test]
     fn catalog_names_follow_the_templates_with_dots_of_a_database_replaced() {
-        let names = CatalogNames {
+        let mut names = CatalogNames {
             current: "lake.{db}".into(),
             changelog: "{db}_changelog".into(),
+            lower_snake: false,
         };
         let t = |kind, db: &str| LakeTable {
             kind,
@@ -166,5 +185,13 @@ mod tests {
                 table: "orders".into()
             }
         );
+        // Glue: one level of lower-case [a-z0-9_].
+        names.lower_snake = true;
+        let mixed = LakeTable {
+            kind: Kind::Current,
+            db: "Shop-EU".into(),
+            table: "Orders$2".into(),
+        };
+        assert_eq!(names.of(&mixed).to_string(), "lake_shop_eu.orders_2");
     }
 }

@@ -18,13 +18,31 @@ use crate::common::*;
 use crate::delta::read_delta;
 use crate::iceberg::{ensure_iceberg_readers, sorted, Rows, ALL_ICEBERG_READERS};
 
+/// A catalog as tests/iceberg_read.py reaches it: its `--catalog` value and
+/// the environment it needs.
+struct Reach {
+    uri: String,
+    env: Vec<(String, String)>,
+}
+
+impl Reach {
+    fn uri(uri: String) -> Reach {
+        Reach {
+            uri,
+            env: Vec::new(),
+        }
+    }
+}
+
 /// What tests/iceberg_read.py printed with `args`, as JSON.
-fn iceberg_read(args: &[&std::ffi::OsStr], what: &str) -> Value {
+fn iceberg_read(catalog: &Reach, args: &[&std::ffi::OsStr], what: &str) -> Value {
     ensure_iceberg_readers();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/iceberg_read.py");
     let out = Command::new("python3")
         .arg(script)
         .args(args)
+        .args(["--catalog", &catalog.uri])
+        .envs(catalog.env.iter().map(|(k, v)| (k, v)))
         .output()
         .expect("run tests/iceberg_read.py");
     assert!(
@@ -36,9 +54,10 @@ fn iceberg_read(args: &[&std::ffi::OsStr], what: &str) -> Value {
 }
 
 /// What pyiceberg's `SqlCatalog` lists: tables by namespace.
-fn listed(catalog: &str) -> BTreeMap<String, Vec<String>> {
+fn listed(catalog: &Reach) -> BTreeMap<String, Vec<String>> {
     let v = iceberg_read(
-        &["--catalog", catalog, "--list"].map(std::ffi::OsStr::new),
+        catalog,
+        &[std::ffi::OsStr::new("--list")],
         "listing the catalog",
     );
     serde_json::from_value(v["tables"].clone()).unwrap()
@@ -59,16 +78,21 @@ fn expect_listed(pairs: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
 /// `name` read through the catalog by `readers` equals the deltalake read
 /// of `dir`'s latest Delta version, and the catalog points at the folder's
 /// newest metadata file. The rows.
-fn assert_by_name(catalog: &str, name: &str, dir: &Path, columns: &[&str], readers: &str) -> Rows {
+fn assert_by_name(
+    catalog: &Reach,
+    name: &str,
+    dir: &Path,
+    columns: &[&str],
+    readers: &str,
+) -> Rows {
     let joined = columns.join(",");
     let v = iceberg_read(
+        catalog,
         &[
             dir.as_os_str(),
             joined.as_ref(),
             "--readers".as_ref(),
             readers.as_ref(),
-            "--catalog".as_ref(),
-            catalog.as_ref(),
             "--name".as_ref(),
             name.as_ref(),
         ],
@@ -161,7 +185,7 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
         state.path(),
         &format!("sqlite://{}", file.display()),
     );
-    let py_uri = format!("sqlite:///{}", file.display());
+    let py_uri = &Reach::uri(format!("sqlite:///{}", file.display()));
     let values = |from: i64, to: i64, tag: &str| {
         (from..=to)
             .map(|i| format!("({i}, '{tag}{i}')"))
@@ -180,12 +204,12 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     let lake_dir = |t: &str| lake.path().join(&shop).join(t);
     let current_dir = |t: &str| lake.path().join("_current").join(&shop).join(t);
     assert_eq!(
-        listed(&py_uri),
+        listed(py_uri),
         expect_listed(&[(&shop, &["a", "b"]), (&changelog_ns, &["a", "b"])])
     );
     for t in ["a", "b"] {
         let rows = assert_by_name(
-            &py_uri,
+            py_uri,
             &format!("{shop}.{t}"),
             &current_dir(t),
             &CURRENT,
@@ -193,7 +217,7 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
         );
         assert_eq!(ids(&rows), server_ids(&db, &format!("shop.{t}")), "{t}");
         assert_by_name(
-            &py_uri,
+            py_uri,
             &format!("{changelog_ns}.{t}"),
             &lake_dir(t),
             &CHANGELOG,
@@ -211,11 +235,11 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     ));
     sluice.run_until_caught_up_ok();
     assert_eq!(
-        listed(&py_uri),
+        listed(py_uri),
         expect_listed(&[(&shop, &["c"]), (&changelog_ns, &["a", "b", "c"])])
     );
     let rows = assert_by_name(
-        &py_uri,
+        py_uri,
         &format!("{shop}.c"),
         &current_dir("c"),
         &CURRENT,
@@ -223,7 +247,7 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     );
     assert_eq!(ids(&rows), server_ids(&db, "shop.c"));
     let a_log = assert_by_name(
-        &py_uri,
+        py_uri,
         &format!("{changelog_ns}.a"),
         &lake_dir("a"),
         &CHANGELOG,
@@ -243,9 +267,9 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     ));
     sluice.run_until_caught_up_ok();
     let all = expect_listed(&[(&shop, &["b", "c"]), (&changelog_ns, &["a", "b", "c"])]);
-    assert_eq!(listed(&py_uri), all);
+    assert_eq!(listed(py_uri), all);
     let rows = assert_by_name(
-        &py_uri,
+        py_uri,
         &format!("{shop}.b"),
         &current_dir("b"),
         &CURRENT,
@@ -267,7 +291,7 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
         "catalog sluice: 5 registered, 0 moved, 0 dropped, 1 unchanged",
         "five live tables; the current table of `a` ended"
     );
-    assert_eq!(listed(&py_uri), all);
+    assert_eq!(listed(py_uri), all);
     let out = sync(&sluice);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
@@ -290,7 +314,7 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     assert_eq!(moved, 1);
     sluice.run_until_caught_up_ok();
     assert_by_name(
-        &py_uri,
+        py_uri,
         &format!("{shop}.c"),
         &current_dir("c"),
         &CURRENT,
@@ -483,10 +507,10 @@ fn a_postgresql_catalog_registers_and_moves_tables_with_the_password_from_the_en
         state.path(),
         &format!("postgresql://sluice@127.0.0.1:{}/postgres", pg.port),
     );
-    let py_uri = format!(
+    let py_uri = &Reach::uri(format!(
         "postgresql+psycopg2://sluice:{PG_PASSWORD}@127.0.0.1:{}/postgres",
         pg.port
-    );
+    ));
 
     // Without the password: the run stops, naming the catalog.
     db.sql("INSERT INTO shop.a VALUES (1, 'x'), (2, 'y');");
@@ -505,17 +529,17 @@ fn a_postgresql_catalog_registers_and_moves_tables_with_the_password_from_the_en
     let changelog_ns = format!("{shop}_changelog");
     let current_dir = |t: &str| lake.path().join("_current").join(&shop).join(t);
     assert_eq!(
-        listed(&py_uri),
+        listed(py_uri),
         expect_listed(&[(&shop, &["a"]), (&changelog_ns, &["a"])])
     );
     db.sql("RENAME TABLE shop.a TO shop.b; INSERT INTO shop.b VALUES (3, 'z'); UPDATE shop.b SET v = 'w' WHERE id = 1;");
     sluice.run_until_caught_up_ok();
     assert_eq!(
-        listed(&py_uri),
+        listed(py_uri),
         expect_listed(&[(&shop, &["b"]), (&changelog_ns, &["a", "b"])])
     );
     let rows = assert_by_name(
-        &py_uri,
+        py_uri,
         &format!("{shop}.b"),
         &current_dir("b"),
         &CURRENT,
@@ -526,6 +550,76 @@ fn a_postgresql_catalog_registers_and_moves_tables_with_the_password_from_the_en
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "catalog sluice: 0 registered, 0 moved, 0 dropped, 4 unchanged",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn glue_registers_iceberg_tables_in_lower_case_and_follows_a_rename() {
+    let moto = MotoServer::start();
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.Orders (id INT PRIMARY KEY, v VARCHAR(20));
+         CREATE TABLE shop.a (id INT PRIMARY KEY, v VARCHAR(20));",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut sluice = Sluice::new(&db, lake.path(), state.path());
+    sluice.extra = "[current]\nenabled = true\nrefresh = \"1h\"\n\n[iceberg]\nenabled = true\n\n[catalog]\ntype = \"glue\"\n".into();
+    sluice.env = moto.env();
+    let glue = &Reach {
+        uri: format!("glue:{}", moto.endpoint()),
+        env: moto.env(),
+    };
+    db.sql("INSERT INTO shop.Orders VALUES (1, 'x'), (2, 'y'), (3, 'z'); INSERT INTO shop.a VALUES (7, 'q');");
+    sluice.run_until_caught_up_ok();
+    let shop = db.namespace().to_server("shop").into_owned();
+    let changelog_ns = format!("{shop}_changelog");
+    let current_dir = |t: &str| lake.path().join("_current").join(&shop).join(t);
+    assert_eq!(
+        listed(glue),
+        expect_listed(&[(&shop, &["a", "orders"]), (&changelog_ns, &["a", "orders"])]),
+        "Glue names are lower case"
+    );
+    let rows = assert_by_name(
+        glue,
+        &format!("{shop}.orders"),
+        &current_dir("Orders"),
+        &CURRENT,
+        "pyiceberg,duckdb",
+    );
+    assert_eq!(ids(&rows), vec![1, 2, 3]);
+
+    db.sql("RENAME TABLE shop.a TO shop.b; INSERT INTO shop.b VALUES (8, 'r'); UPDATE shop.Orders SET v = 'w' WHERE id = 2;");
+    sluice.run_until_caught_up_ok();
+    assert_eq!(
+        listed(glue),
+        expect_listed(&[
+            (&shop, &["b", "orders"]),
+            (&changelog_ns, &["a", "b", "orders"])
+        ])
+    );
+    let rows = assert_by_name(
+        glue,
+        &format!("{shop}.b"),
+        &current_dir("b"),
+        &CURRENT,
+        "pyiceberg",
+    );
+    assert_eq!(ids(&rows), vec![7, 8]);
+    assert_by_name(
+        glue,
+        &format!("{shop}.orders"),
+        &current_dir("Orders"),
+        &CURRENT,
+        "pyiceberg",
+    );
+    let out = sync(&sluice);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "catalog sluice: 0 registered, 0 moved, 0 dropped, 6 unchanged",
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -12,6 +12,7 @@
 //! its changelog stays. After a commit one statement moves the entry; at
 //! start one query lists the catalog and only what differs is written.
 
+mod glue;
 mod sql;
 
 use std::collections::HashMap;
@@ -22,13 +23,13 @@ use object_store::path::Path;
 
 use super::iceberg::{self, Head};
 use super::names::{CatalogName, CatalogNames, LakeTable};
-use crate::config::CatalogConfig;
+use crate::config::{CatalogConfig, CatalogStore};
 use crate::error::{Error, Result};
 use sql::Sql;
 
 /// The catalog of this process.
 pub struct Catalog {
-    sql: Sql,
+    backend: Backend,
     /// The JDBC catalog's `catalog_name`.
     name: String,
     names: CatalogNames,
@@ -44,11 +45,12 @@ pub fn enable(config: &CatalogConfig) -> Result<()> {
         return Ok(());
     };
     let catalog = Catalog {
-        sql: Sql::open(store)?,
+        backend: Backend::open(store)?,
         name: config.name.clone(),
         names: CatalogNames {
             current: config.current_namespace.clone(),
             changelog: config.changelog_namespace.clone(),
+            lower_snake: *store == CatalogStore::Glue,
         },
         ready: tokio::sync::OnceCell::new(),
     };
@@ -88,21 +90,67 @@ enum Change {
     Unchanged,
 }
 
-const ENTRY: &str = "SELECT metadata_location FROM iceberg_tables \
-     WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3";
-const ENTRIES: &str = "SELECT table_namespace, table_name, metadata_location \
-     FROM iceberg_tables WHERE catalog_name = $1";
-const INSERT: &str = "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, \
-     metadata_location, previous_metadata_location) VALUES ($1, $2, $3, $4, NULL) \
-     ON CONFLICT DO NOTHING";
-const SWAP: &str = "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2 \
-     WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5 AND metadata_location = $2";
-const DELETE: &str = "DELETE FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 \
-     AND table_name = $3 AND metadata_location = $4";
-/// A namespace exists in the JDBC catalog when it has a property; pyiceberg
-/// and Iceberg's `JdbcCatalog` both write `exists`.
-const NAMESPACE: &str = "INSERT INTO iceberg_namespace_properties (catalog_name, namespace, \
-     property_key, property_value) VALUES ($1, $2, 'exists', 'true') ON CONFLICT DO NOTHING";
+/// Where the entries are kept. Each operation is a compare-and-swap on the
+/// location an entry holds: `false` when the entry was not as expected.
+enum Backend {
+    Sql(Sql),
+    Glue(glue::Glue),
+}
+
+impl Backend {
+    fn open(store: &CatalogStore) -> Result<Backend> {
+        Ok(match store {
+            CatalogStore::Glue => Backend::Glue(glue::Glue::open()?),
+            sql => Backend::Sql(Sql::open(sql)?),
+        })
+    }
+
+    async fn ready(&self) -> Result<()> {
+        match self {
+            Backend::Sql(s) => s.create_schema().await,
+            Backend::Glue(_) => Ok(()),
+        }
+    }
+
+    /// Every Iceberg table of catalog `catalog` and where it points.
+    async fn list(&self, catalog: &str) -> Result<HashMap<CatalogName, String>> {
+        match self {
+            Backend::Sql(s) => s.list(catalog).await,
+            Backend::Glue(g) => g.list().await,
+        }
+    }
+
+    async fn get(&self, catalog: &str, name: &CatalogName) -> Result<Option<String>> {
+        match self {
+            Backend::Sql(s) => s.get(catalog, name).await,
+            Backend::Glue(g) => g.get(name).await,
+        }
+    }
+
+    /// Registers `name` at `location` if it has no entry.
+    async fn register(&self, catalog: &str, name: &CatalogName, location: &str) -> Result<bool> {
+        match self {
+            Backend::Sql(s) => s.register(catalog, name, location).await,
+            Backend::Glue(g) => g.register(name, location).await,
+        }
+    }
+
+    /// Moves `name` from `from` to `to` if it is at `from`.
+    async fn swap(&self, catalog: &str, name: &CatalogName, from: &str, to: &str) -> Result<bool> {
+        match self {
+            Backend::Sql(s) => s.swap(catalog, name, from, to).await,
+            Backend::Glue(g) => g.swap(name, from, to).await,
+        }
+    }
+
+    /// Drops `name` if it is at `location`.
+    async fn delete(&self, catalog: &str, name: &CatalogName, location: &str) -> Result<bool> {
+        match self {
+            Backend::Sql(s) => s.delete(catalog, name, location).await,
+            Backend::Glue(g) => g.delete(name, location).await,
+        }
+    }
+}
 
 /// How many times an entry another writer keeps changing is read again.
 const TRIES: usize = 3;
@@ -110,7 +158,7 @@ const TRIES: usize = 3;
 impl Catalog {
     async fn ready(&self) -> Result<()> {
         self.ready
-            .get_or_try_init(|| self.sql.create_schema())
+            .get_or_try_init(|| self.backend.ready())
             .await
             .map(|_| ())
     }
@@ -129,11 +177,7 @@ impl Catalog {
             let want = want(settings, dir, head);
             if let (Want::At(location, n), Some(before)) = (&want, head.n.checked_sub(1)) {
                 let before = iceberg::metadata_location(settings, dir, before);
-                let swapped = self
-                    .sql
-                    .execute(SWAP, self.swap(&name, location, &before))
-                    .await?;
-                if swapped == 1 {
+                if self.backend.swap(&self.name, &name, &before, location).await? {
                     return Ok(Change::Moved);
                 }
                 tracing::debug!(entry = %name, n, "the catalog entry was not at the previous metadata file; reading it");
@@ -165,16 +209,7 @@ impl Catalog {
         in_flight: usize,
     ) -> Result<Report> {
         self.ready().await?;
-        let mut held: HashMap<CatalogName, String> = HashMap::new();
-        for row in self.sql.query(ENTRIES, vec![self.name.clone()]).await? {
-            if let [Some(ns), Some(t), Some(location)] = row.as_slice() {
-                let name = CatalogName {
-                    namespace: ns.clone(),
-                    table: t.clone(),
-                };
-                held.insert(name, location.clone());
-            }
-        }
+        let held = self.backend.list(&self.name).await?;
         let mut report = Report::default();
         let mut by_name: HashMap<CatalogName, Vec<(Path, Head)>> = HashMap::new();
         for (dir, head) in heads {
@@ -238,36 +273,23 @@ impl Catalog {
         for _ in 0..TRIES {
             let was = match held.take() {
                 Some(was) => was,
-                None => self
-                    .sql
-                    .query(ENTRY, self.keyed(name, &[]))
-                    .await?
-                    .into_iter()
-                    .next()
-                    .and_then(|r| r.into_iter().next().flatten()),
+                None => self.backend.get(&self.name, name).await?,
             };
+            let b = &self.backend;
             let written = match (want, was) {
                 (Want::Gone, None) => return Ok(Change::Unchanged),
                 // Another table's entry of that name is not ours to drop.
                 (Want::Gone, Some(was)) if !was.starts_with(prefix) => {
                     return Ok(Change::Unchanged)
                 }
-                (Want::Gone, Some(was)) => {
-                    let n = self
-                        .sql
-                        .execute(DELETE, self.keyed(name, &[&was]))
-                        .await?;
-                    (n == 1).then_some(Change::Dropped)
-                }
-                (Want::At(location, _), None) => {
-                    let ns = vec![self.name.clone(), name.namespace.clone()];
-                    self.sql.execute(NAMESPACE, ns).await?;
-                    let n = self
-                        .sql
-                        .execute(INSERT, self.keyed(name, &[location]))
-                        .await?;
-                    (n == 1).then_some(Change::Registered)
-                }
+                (Want::Gone, Some(was)) => b
+                    .delete(&self.name, name, &was)
+                    .await?
+                    .then_some(Change::Dropped),
+                (Want::At(location, _), None) => b
+                    .register(&self.name, name, location)
+                    .await?
+                    .then_some(Change::Registered),
                 (Want::At(location, _), Some(was)) if &was == location => {
                     return Ok(Change::Unchanged)
                 }
@@ -282,13 +304,10 @@ impl Catalog {
                 {
                     return Ok(Change::Unchanged)
                 }
-                (Want::At(location, _), Some(was)) => {
-                    let n = self
-                        .sql
-                        .execute(SWAP, self.swap(name, location, &was))
-                        .await?;
-                    (n == 1).then_some(Change::Moved)
-                }
+                (Want::At(location, _), Some(was)) => b
+                    .swap(&self.name, name, &was, location)
+                    .await?
+                    .then_some(Change::Moved),
             };
             if let Some(change) = written {
                 return Ok(change);
@@ -298,24 +317,6 @@ impl Catalog {
         Err(Error::Catalog(format!(
             "{name} kept changing under another writer; not settled"
         )))
-    }
-
-    /// The key of `name`'s row followed by `more` (ENTRY, INSERT, DELETE).
-    fn keyed(&self, name: &CatalogName, more: &[&str]) -> Vec<String> {
-        let mut params = vec![
-            self.name.clone(),
-            name.namespace.clone(),
-            name.table.clone(),
-        ];
-        params.extend(more.iter().map(|v| v.to_string()));
-        params
-    }
-
-    /// SWAP's parameters: the new location, the one it must hold, the key.
-    fn swap(&self, name: &CatalogName, to: &str, from: &str) -> Vec<String> {
-        let mut params = vec![to.to_string(), from.to_string()];
-        params.extend(self.keyed(name, &[]));
-        params
     }
 }
 
@@ -333,11 +334,12 @@ mod tests {
 
     fn catalog(file: &std::path::Path) -> Catalog {
         Catalog {
-            sql: Sql::Sqlite(file.to_path_buf()),
+            backend: Backend::Sql(Sql::Sqlite(file.to_path_buf())),
             name: "sluice".into(),
             names: CatalogNames {
                 current: "{db}".into(),
                 changelog: "{db}_changelog".into(),
+                lower_snake: false,
             },
             ready: tokio::sync::OnceCell::new(),
         }
@@ -345,8 +347,7 @@ mod tests {
 
     /// The entry `ns.table` and its previous location.
     async fn entry(c: &Catalog, ns: &str, table: &str) -> Option<(String, Option<String>)> {
-        let rows = c
-            .sql
+        let rows = sql(c)
             .query(
                 "SELECT metadata_location, previous_metadata_location FROM iceberg_tables \
                  WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3",
@@ -357,6 +358,13 @@ mod tests {
         rows.into_iter()
             .next()
             .map(|r| (r[0].clone().unwrap(), r[1].clone()))
+    }
+
+    fn sql(c: &Catalog) -> &Sql {
+        match &c.backend {
+            Backend::Sql(s) => s,
+            Backend::Glue(_) => panic!("a SQL catalog"),
+        }
     }
 
     fn head(n: u64) -> Head {
@@ -389,7 +397,7 @@ mod tests {
 
         // A name held by a location outside the table's metadata folder.
         let foreign = "file:///other/t/metadata/v9.metadata.json";
-        c.sql
+        sql(&c)
             .execute(
                 "UPDATE iceberg_tables SET metadata_location = $1",
                 vec![foreign.into()],
@@ -417,7 +425,7 @@ mod tests {
         // An end drops the table's own entry; the changelog's is another name.
         let log = Path::from("shop/t");
         c.follow(&settings, &log, head(3)).await;
-        c.sql
+        sql(&c)
             .execute(
                 "DELETE FROM iceberg_tables WHERE table_namespace = 'shop'",
                 Vec::new(),

@@ -3,10 +3,12 @@
 //! or PostgreSQL (tokio-postgres, one connection kept). Statements are
 //! written once with `$1…$N` parameters, all text.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use super::CatalogName;
 use crate::config::{CatalogStore, CATALOG_PASSWORD_ENV};
 use crate::error::{Error, Result};
 
@@ -31,6 +33,22 @@ const SCHEMA: [&str; 2] = [
         PRIMARY KEY (catalog_name, namespace, property_key))",
 ];
 
+const ENTRY: &str = "SELECT metadata_location FROM iceberg_tables \
+     WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3";
+const ENTRIES: &str = "SELECT table_namespace, table_name, metadata_location \
+     FROM iceberg_tables WHERE catalog_name = $1";
+const INSERT: &str = "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, \
+     metadata_location, previous_metadata_location) VALUES ($1, $2, $3, $4, NULL) \
+     ON CONFLICT DO NOTHING";
+const SWAP: &str = "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2 \
+     WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5 AND metadata_location = $2";
+const DELETE: &str = "DELETE FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 \
+     AND table_name = $3 AND metadata_location = $4";
+/// A namespace exists in the JDBC catalog when it has a property; pyiceberg
+/// and Iceberg's `JdbcCatalog` both write `exists`.
+const NAMESPACE: &str = "INSERT INTO iceberg_namespace_properties (catalog_name, namespace, \
+     property_key, property_value) VALUES ($1, $2, 'exists', 'true') ON CONFLICT DO NOTHING";
+
 pub(super) enum Sql {
     Sqlite(PathBuf),
     Postgres {
@@ -43,6 +61,7 @@ impl Sql {
     pub(super) fn open(store: &CatalogStore) -> Result<Sql> {
         Ok(match store {
             CatalogStore::Sqlite(path) => Sql::Sqlite(path.clone()),
+            CatalogStore::Glue => return Err(Error::Catalog("Glue is not a SQL catalog".into())),
             CatalogStore::Postgres(uri) => {
                 let mut config = tokio_postgres::Config::from_str(uri)
                     .map_err(|e| Error::Catalog(format!("catalog.uri: {e}")))?;
@@ -66,6 +85,66 @@ impl Sql {
             self.execute(statement, Vec::new()).await?;
         }
         Ok(())
+    }
+
+    pub(super) async fn list(&self, catalog: &str) -> Result<HashMap<CatalogName, String>> {
+        let mut held = HashMap::new();
+        for row in self.query(ENTRIES, vec![catalog.to_string()]).await? {
+            if let [Some(ns), Some(t), Some(location)] = row.as_slice() {
+                let name = CatalogName {
+                    namespace: ns.clone(),
+                    table: t.clone(),
+                };
+                held.insert(name, location.clone());
+            }
+        }
+        Ok(held)
+    }
+
+    pub(super) async fn get(&self, catalog: &str, name: &CatalogName) -> Result<Option<String>> {
+        let rows = self.query(ENTRY, keyed(catalog, name, &[])).await?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next().flatten()))
+    }
+
+    pub(super) async fn register(
+        &self,
+        catalog: &str,
+        name: &CatalogName,
+        location: &str,
+    ) -> Result<bool> {
+        let ns = vec![catalog.to_string(), name.namespace.clone()];
+        self.execute(NAMESPACE, ns).await?;
+        let n = self
+            .execute(INSERT, keyed(catalog, name, &[location]))
+            .await?;
+        Ok(n == 1)
+    }
+
+    pub(super) async fn swap(
+        &self,
+        catalog: &str,
+        name: &CatalogName,
+        from: &str,
+        to: &str,
+    ) -> Result<bool> {
+        let mut params = vec![to.to_string(), from.to_string()];
+        params.extend(keyed(catalog, name, &[]));
+        Ok(self.execute(SWAP, params).await? == 1)
+    }
+
+    pub(super) async fn delete(
+        &self,
+        catalog: &str,
+        name: &CatalogName,
+        location: &str,
+    ) -> Result<bool> {
+        let n = self
+            .execute(DELETE, keyed(catalog, name, &[location]))
+            .await?;
+        Ok(n == 1)
     }
 
     /// The rows `sql` selects.
@@ -144,6 +223,17 @@ impl Sql {
             }
         }
     }
+}
+
+/// The key of `name`'s row followed by `more` (ENTRY, INSERT, DELETE).
+fn keyed(catalog: &str, name: &CatalogName, more: &[&str]) -> Vec<String> {
+    let mut params = vec![
+        catalog.to_string(),
+        name.namespace.clone(),
+        name.table.clone(),
+    ];
+    params.extend(more.iter().map(|v| v.to_string()));
+    params
 }
 
 fn pg_error(config: &tokio_postgres::Config, e: tokio_postgres::Error) -> Error {
