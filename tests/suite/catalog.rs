@@ -624,3 +624,89 @@ fn glue_registers_iceberg_tables_in_lower_case_and_follows_a_rename() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn an_online_schema_change_cut_over_keeps_the_name_and_routed_shards_take_one_name() {
+    let db = MariaDb::start();
+    db.sql(
+        "CREATE DATABASE shop;
+         CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(20));
+         CREATE TABLE shop.orders_1 (id INT PRIMARY KEY, v VARCHAR(20));
+         CREATE TABLE shop.orders_2 (id INT PRIMARY KEY, v VARCHAR(20));",
+    );
+    let lake = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let file = state.path().join("catalog.db");
+    let mut sluice = sluice_with_catalog(
+        &db,
+        lake.path(),
+        state.path(),
+        &format!("sqlite://{}", file.display()),
+    );
+    sluice.extra.push_str(&format!(
+        "\n[[routes]]\nmatch = '{}'\ntable = '{}'\n",
+        db.namespace().filter(r"shop\.orders_\d+"),
+        db.namespace().to_server("shop.orders"),
+    ));
+    let catalog = &Reach::uri(format!("sqlite:///{}", file.display()));
+    db.sql(
+        "INSERT INTO shop.t VALUES (1, 'a'), (2, 'b'), (3, 'c');
+         INSERT INTO shop.orders_1 VALUES (1, 'x'), (2, 'y');
+         INSERT INTO shop.orders_2 VALUES (1, 'p');",
+    );
+    sluice.run_until_caught_up_ok();
+    let shop = db.namespace().to_server("shop").into_owned();
+    let changelog_ns = format!("{shop}_changelog");
+    let current_dir = |t: &str| lake.path().join("_current").join(&shop).join(t);
+    assert_eq!(
+        listed(catalog),
+        expect_listed(&[(&shop, &["orders", "t"]), (&changelog_ns, &["orders", "t"])]),
+        "the shards are one routed table"
+    );
+    let rows = assert_by_name(
+        catalog,
+        &format!("{shop}.orders"),
+        &current_dir("orders"),
+        &CURRENT,
+        "pyiceberg",
+    );
+    assert_eq!(
+        ids(&rows),
+        vec![1, 1, 2],
+        "both shards' rows, keyed by shard"
+    );
+
+    // gh-ost's cut-over, the ghost table captured: `t` keeps its name and
+    // entry with the new rows and column; the helpers' current tables end
+    // and leave the catalog, their changelogs stay.
+    db.sql(
+        "CREATE TABLE shop._t_gho (id INT PRIMARY KEY, v VARCHAR(20), w INT DEFAULT 1);
+         INSERT INTO shop._t_gho (id, v) SELECT id, v FROM shop.t;
+         INSERT INTO shop.t VALUES (4, 'd'); INSERT INTO shop._t_gho (id, v) VALUES (4, 'd');
+         RENAME TABLE shop.t TO shop._t_del, shop._t_gho TO shop.t;
+         DROP TABLE shop._t_del;
+         INSERT INTO shop.t VALUES (5, 'e', 9);",
+    );
+    sluice.run_until_caught_up_ok();
+    assert_eq!(
+        listed(catalog),
+        expect_listed(&[
+            (&shop, &["orders", "t"]),
+            (&changelog_ns, &["_t_del", "_t_gho", "orders", "t"])
+        ])
+    );
+    let columns = ["id", "v", "w", "_seq"];
+    let rows = assert_by_name(
+        catalog,
+        &format!("{shop}.t"),
+        &current_dir("t"),
+        &columns,
+        ALL_ICEBERG_READERS,
+    );
+    assert_eq!(ids(&rows), server_ids(&db, "shop.t"));
+    assert!(
+        rows.iter()
+            .any(|r| r[0].as_deref() == Some("5") && r[2].as_deref() == Some("9")),
+        "the new column reads by name: {rows:?}"
+    );
+}
