@@ -14,7 +14,8 @@
 //! wires the stages for `sluice run`. Inside `table`, every read and write
 //! of a table's metadata goes through `table::format::TableFormat` (the
 //! Delta log is its implementation; with `[iceberg] enabled` each Delta
-//! commit is followed there by its Iceberg snapshot, `table::iceberg`).
+//! commit is followed there by its Iceberg snapshot, `table::iceberg`, and
+//! with a `[catalog]` by the table's catalog entry, `table::catalog`).
 
 pub mod batch;
 pub mod commit;

@@ -231,7 +231,9 @@ fn hundreds_of_small_tables_snapshotted_beside_a_busy_writer_equal_the_source() 
 
     let lake = Lake::read(lake_dir.path());
     let mut read = 0;
-    let mut positions = std::collections::BTreeSet::new();
+    // The tables whose snapshot rows were read at each position.
+    let mut positions: std::collections::BTreeMap<(String, i64), std::collections::BTreeSet<&str>> =
+        Default::default();
     let mut tables_read = 0;
     for (name, select, key) in &tables {
         let source = db.table_map(select, key);
@@ -252,19 +254,25 @@ fn hundreds_of_small_tables_snapshotted_beside_a_busy_writer_equal_the_source() 
         );
         read += all;
         tables_read += usize::from(all > 0);
-        positions.extend(
-            snapshot
-                .iter()
-                .map(|r| (r.binlog_file.clone(), r.binlog_pos)),
-        );
+        for r in &snapshot {
+            positions
+                .entry((r.binlog_file.clone(), r.binlog_pos))
+                .or_default()
+                .insert(name.as_str());
+        }
         assert_same_table(name, &source, &lake.replay(name, key));
     }
-    // Tables shared consistent reads, and the writer's commits made the
-    // reader open new ones.
-    eprintln!("{tables_read} tables read at {} positions", positions.len());
+    // Tables shared consistent reads (one position served several tables),
+    // and the writer's commits made the reader open new ones. How many
+    // reads there were depends on the machine's pace beside the writer.
+    let shared = positions.values().map(|t| t.len()).max().unwrap_or(0);
+    eprintln!(
+        "{tables_read} tables read at {} positions, at most {shared} at one",
+        positions.len()
+    );
     assert!(
-        positions.len() > 1 && positions.len() < tables_read,
-        "{tables_read} tables read at {} positions",
+        positions.len() > 1 && shared > 1,
+        "{tables_read} tables read at {} positions, at most {shared} tables at one",
         positions.len()
     );
     // The writer deleted some rows before their table was read and added
