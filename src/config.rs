@@ -11,12 +11,15 @@ use crate::error::{Error, Result};
 
 mod catalog;
 mod columns;
+mod http;
 pub mod policy;
 mod routes;
 mod tables;
 mod values;
 pub use catalog::{CatalogConfig, CatalogStore, CATALOG_PASSWORD_ENV};
 pub use columns::COLUMN_KEY_ENV;
+pub use http::HttpConfig;
+use http::{parse_http, RawHttp};
 pub use routes::{RouteTarget, Routes};
 use values::{opt_duration, percent_decode, toml_error};
 pub use values::{
@@ -52,17 +55,6 @@ pub struct Config {
     pub iceberg: IcebergConfig,
     /// `[catalog]`: where every table is registered by name.
     pub catalog: CatalogConfig,
-}
-
-/// `[http]`: the metrics, health and status page endpoint (off by default).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpConfig {
-    /// `listen`: the address to serve on; `None` when the key is unset or "".
-    pub listen: Option<String>,
-    /// `/readyz` fails while the lag behind the source is above this.
-    pub ready_max_lag: Duration,
-    /// `/healthz` fails when the event loop has made no progress for this long.
-    pub stall_timeout: Duration,
 }
 
 /// `[iceberg]`: Iceberg metadata beside each table's Delta log
@@ -421,14 +413,6 @@ struct RawIceberg {
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct RawHttp {
-    listen: Option<String>,
-    ready_max_lag: Option<String>,
-    stall_timeout: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 struct RawRetention {
     manifests: Option<String>,
 }
@@ -570,29 +554,6 @@ impl Config {
             catalog,
         })
     }
-}
-
-fn parse_http(raw: RawHttp) -> std::result::Result<HttpConfig, String> {
-    let listen = match raw.listen.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(addr) => {
-            // A host name is resolved when binding; the shape is checked here.
-            let (host, port) = addr.rsplit_once(':').ok_or_else(|| {
-                format!("http.listen: \"{addr}\" is not HOST:PORT (e.g. \"0.0.0.0:9464\")")
-            })?;
-            if host.is_empty() || port.parse::<u16>().is_err() {
-                return Err(format!(
-                    "http.listen: \"{addr}\" is not HOST:PORT (e.g. \"0.0.0.0:9464\")"
-                ));
-            }
-            Some(addr.to_string())
-        }
-    };
-    Ok(HttpConfig {
-        listen,
-        ready_max_lag: opt_duration(raw.ready_max_lag, "http.ready_max_lag", 60)?,
-        stall_timeout: opt_duration(raw.stall_timeout, "http.stall_timeout", 300)?,
-    })
 }
 
 fn parse_snapshot(raw: RawSnapshot) -> std::result::Result<SnapshotConfig, String> {
