@@ -45,7 +45,7 @@ impl Pipeline<'_> {
             // everything read is committed.
             let idle = !self.in_tx && !self.dirty();
             if let Some(run) = self.snapshot.as_mut().filter(|_| !self.in_tx) {
-                run.end_gone();
+                run.end_gone(&self.read_to);
             }
             if idle != self.idle {
                 self.idle = idle;
@@ -252,10 +252,10 @@ impl Pipeline<'_> {
                         let mut fx = self.tracker.apply_ddl(&statement, &q.schema(), ansi_quotes(&q), &at)?;
                         if fx.captured {
                             self.tx_ddl = true;
+                            self.apply_ddl_effects(&mut fx, &at).await?;
                             let rereads = std::mem::take(&mut fx.rereads);
                             let entered = std::mem::take(&mut fx.entered);
                             let renamed = std::mem::take(&mut fx.renamed);
-                            self.apply_ddl_effects(fx, &at).await?;
                             self.statement_end = Some(end);
                             let effects = async {
                                 // Reads running before the statement first: a
@@ -463,19 +463,28 @@ impl Pipeline<'_> {
 
     /// A DDL statement changed captured tables: `truncate` markers for
     /// TRUNCATE/DROP, then the affected buffers are written out so that no
-    /// file mixes two schema versions.
+    /// file mixes two schema versions. Takes the markers and the closed
+    /// tables of `fx`; its renames, entries and re-reads stay for the
+    /// snapshot's follow-up.
     async fn apply_ddl_effects(
         &mut self,
-        fx: crate::schema::tracker::DdlEffects,
+        fx: &mut crate::schema::tracker::DdlEffects,
         at: &StreamPoint,
     ) -> Result<()> {
+        let markers = std::mem::take(&mut fx.markers);
+        let closed = std::mem::take(&mut fx.closed);
         if let Some(run) = self.snapshot.as_mut() {
-            for name in fx.markers.iter().map(|s| s.qualified_name()) {
+            for name in markers.iter().map(|s| s.qualified_name()) {
                 run.table_changed(&name, &at.position);
             }
-            for name in &fx.closed {
+            for name in &closed {
                 run.table_changed(name, &at.position);
-                run.end_if_gone(name);
+                // A table the reader found gone ends here, unless the
+                // statement renamed it: its read restarts under the new
+                // name (`follow_renames`).
+                if !fx.renamed.iter().any(|(from, _)| from == name) {
+                    run.end_if_gone(name);
+                }
             }
             // Renamed tables, and tables read again, have their keys read
             // again too (a snapshot window needs no more than the above).
@@ -486,7 +495,7 @@ impl Pipeline<'_> {
                 run.note_key_change(&name, &at.position);
             }
         }
-        for shape in fx.markers {
+        for shape in markers {
             let name = shape.qualified_name();
             let needs_new = self
                 .buffers
@@ -510,7 +519,7 @@ impl Pipeline<'_> {
                 self.next_seq += 1;
             }
         }
-        for name in fx.closed {
+        for name in closed {
             self.flush_table(&name).await?;
             self.buffers.remove(&name);
         }

@@ -1,7 +1,7 @@
 //! The pipeline's side of the initial snapshot: announced chunks wait for the
 //! stream to reach their position and are placed there (see `crate::snapshot`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, StructArray};
@@ -47,8 +47,9 @@ pub(super) struct SnapshotRun {
     /// Tables the reader found gone (1146) whose removal the stream has not
     /// reached yet: the statement ends them there (a DROP) or restarts them
     /// under their new name (a RENAME), or a heartbeat does when the stream
-    /// has read everything the server has and never saw one.
-    pub(super) gone: BTreeSet<String>,
+    /// has read past the binlog's end at the reader's failure and never saw
+    /// one.
+    pub(super) gone: BTreeMap<String, BinlogPosition>,
     /// Bars on a terminal, log lines otherwise.
     view: ProgressView,
     spawn: SpawnArgs,
@@ -177,7 +178,7 @@ impl SnapshotRun {
             buffers: BTreeMap::new(),
             finished: false,
             changed_at: HashMap::new(),
-            gone: BTreeSet::new(),
+            gone: BTreeMap::new(),
             view: ProgressView::for_stderr(),
             spawn,
         }
@@ -245,17 +246,27 @@ impl SnapshotRun {
     /// Ends the snapshot of `table` if the reader found it gone: the stream
     /// reached the statement that removed it.
     pub fn end_if_gone(&mut self, table: &str) {
-        if self.gone.remove(table) {
+        if self.gone.remove(table).is_some() {
             if let Some(t) = self.progress.get_mut(table) {
                 finish_table(t);
             }
         }
     }
 
-    /// Ends every table the reader found gone: the stream has read all the
-    /// server has (a heartbeat) without a statement that removed them.
-    pub fn end_gone(&mut self) {
-        for table in std::mem::take(&mut self.gone) {
+    /// Ends every table the reader found gone whose statement the stream
+    /// must have passed: it has read to `read_to`, all the server has (a
+    /// heartbeat), without a statement that renamed them. A heartbeat sent
+    /// before the statement was written may arrive after the reader's news
+    /// of it, which a position before the reader's leaves waiting.
+    pub fn end_gone(&mut self, read_to: &BinlogPosition) {
+        let passed: Vec<String> = self
+            .gone
+            .iter()
+            .filter(|(_, at)| *at <= read_to)
+            .map(|(table, _)| table.clone())
+            .collect();
+        for table in passed {
+            self.gone.remove(&table);
             if let Some(t) = self.progress.get_mut(&table) {
                 finish_table(t);
             }
@@ -384,7 +395,7 @@ impl Pipeline<'_> {
                 // Its reserved `_seq` range stays empty.
                 run.reserved.remove(&chunk);
             }
-            Message::Gone { table } => {
+            Message::Gone { table, at } => {
                 // The reader's read can fail before the stream reaches the
                 // statement that took the table away: a RENAME must restart
                 // it under its new name there (`follow_renames`), which a
@@ -395,7 +406,7 @@ impl Pipeline<'_> {
                         .is_some()
                 });
                 if known {
-                    run.gone.insert(table);
+                    run.gone.insert(table, at);
                 } else if let Some(t) = run.progress.get_mut(&table) {
                     finish_table(t);
                 }

@@ -133,8 +133,11 @@ pub enum Message {
     /// The read of an accepted chunk must be repeated (the table changed
     /// shape under it): its reservation, if any, stays empty.
     Abandoned { chunk: ChunkId },
-    /// The table's snapshot ended without a further chunk (it was dropped).
-    Gone { table: String },
+    /// The table is gone from the server: its snapshot ends without a
+    /// further chunk once the stream has read to `at` (the binlog's end
+    /// when the read failed, past the statement that took the table)
+    /// without that statement renaming it.
+    Gone { table: String, at: BinlogPosition },
     /// Every table is done: the reader has ended.
     Finished,
     /// The reader failed; the pipeline stops with this error (or retries

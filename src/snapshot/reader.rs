@@ -329,9 +329,14 @@ impl Reader {
                             ))))
                         }
                         (Some(Redo::Gone), _) => {
-                            info!(%table, "the table is gone: its snapshot ends");
+                            // Where the stream must have read to before it
+                            // ends the table: the statement that took it is
+                            // before the binlog's end now. Unknown (no
+                            // answer), the next time the stream is idle.
+                            let at = binlog_head(conn).await.unwrap_or_default();
+                            info!(%table, %at, "the table is gone: its snapshot ends unless the stream finds it renamed before this position");
                             self.send(Message::Abandoned { chunk }).await?;
-                            self.send(Message::Gone { table: table.to_string() }).await?;
+                            self.send(Message::Gone { table: table.to_string(), at }).await?;
                             return Ok(());
                         }
                         (None, _) => {

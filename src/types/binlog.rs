@@ -6,7 +6,8 @@ use std::cmp::Ordering;
 use std::fmt;
 
 /// A position in the source's binlog: the file name and a byte offset in it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// The default (no file) is before every position.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BinlogPosition {
     pub file: String,
     pub pos: u64,

@@ -174,7 +174,8 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     db.sql(
         "CREATE DATABASE shop;
          CREATE TABLE shop.a (id INT PRIMARY KEY, v VARCHAR(20));
-         CREATE TABLE shop.b (id INT PRIMARY KEY, v VARCHAR(20));",
+         CREATE TABLE shop.b (id INT PRIMARY KEY, v VARCHAR(20));
+         CREATE TABLE shop.e (id INT PRIMARY KEY, v VARCHAR(20));",
     );
     let lake = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -193,9 +194,10 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
             .join(", ")
     };
     db.sql(&format!(
-        "INSERT INTO shop.a VALUES {}; INSERT INTO shop.b VALUES {};",
+        "INSERT INTO shop.a VALUES {}; INSERT INTO shop.b VALUES {}; INSERT INTO shop.e VALUES {};",
         values(1, 50, "a"),
-        values(1, 30, "b")
+        values(1, 30, "b"),
+        values(1, 3, "e")
     ));
     sluice.run_until_caught_up_ok();
 
@@ -205,7 +207,14 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     let current_dir = |t: &str| lake.path().join("_current").join(&shop).join(t);
     assert_eq!(
         listed(py_uri),
-        expect_listed(&[(&shop, &["a", "b"]), (&changelog_ns, &["a", "b"])])
+        expect_listed(&[(&shop, &["a", "b", "e"]), (&changelog_ns, &["a", "b", "e"])])
+    );
+    // `e` loses every row: its current table stays, empty.
+    db.sql("DELETE FROM shop.e;");
+    sluice.run_until_caught_up_ok();
+    assert_eq!(
+        listed(py_uri),
+        expect_listed(&[(&shop, &["a", "b", "e"]), (&changelog_ns, &["a", "b", "e"])])
     );
     for t in ["a", "b"] {
         let rows = assert_by_name(
@@ -226,9 +235,10 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     }
 
     // RENAME: the current entry follows the table; the old name's changelog
-    // stays and the new name gets its own. DROP: the current entry goes.
+    // stays and the new name gets its own. DROP: the current entry goes,
+    // that of an empty table too.
     db.sql(&format!(
-        "RENAME TABLE shop.a TO shop.c; DROP TABLE shop.b;
+        "RENAME TABLE shop.a TO shop.c; DROP TABLE shop.b; DROP TABLE shop.e;
          INSERT INTO shop.c VALUES {}; UPDATE shop.c SET v = CONCAT(v, '!') WHERE id < 10;
          DELETE FROM shop.c WHERE id BETWEEN 20 AND 25;",
         values(51, 60, "c")
@@ -236,7 +246,7 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     sluice.run_until_caught_up_ok();
     assert_eq!(
         listed(py_uri),
-        expect_listed(&[(&shop, &["c"]), (&changelog_ns, &["a", "b", "c"])])
+        expect_listed(&[(&shop, &["c"]), (&changelog_ns, &["a", "b", "c", "e"])])
     );
     let rows = assert_by_name(
         py_uri,
@@ -266,7 +276,7 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
         values(100, 104, "n")
     ));
     sluice.run_until_caught_up_ok();
-    let all = expect_listed(&[(&shop, &["b", "c"]), (&changelog_ns, &["a", "b", "c"])]);
+    let all = expect_listed(&[(&shop, &["b", "c"]), (&changelog_ns, &["a", "b", "c", "e"])]);
     assert_eq!(listed(py_uri), all);
     let rows = assert_by_name(
         py_uri,
@@ -288,14 +298,14 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        "catalog sluice: 5 registered, 0 moved, 0 dropped, 1 unchanged",
-        "five live tables; the current table of `a` ended"
+        "catalog sluice: 6 registered, 0 moved, 0 dropped, 2 unchanged",
+        "six live tables; the current tables of `a` and `e` ended"
     );
     assert_eq!(listed(py_uri), all);
     let out = sync(&sluice);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        "catalog sluice: 0 registered, 0 moved, 0 dropped, 6 unchanged"
+        "catalog sluice: 0 registered, 0 moved, 0 dropped, 8 unchanged"
     );
 
     // A pointer left at an older metadata file (a crash between the
@@ -338,7 +348,7 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
         "{err}"
     );
     assert!(String::from_utf8_lossy(&out.stdout)
-        .contains("0 registered, 0 moved, 0 dropped, 5 unchanged"));
+        .contains("0 registered, 0 moved, 0 dropped, 7 unchanged"));
     let held: String = conn
         .query_row(
             "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = ?1 AND table_name = 'c'",
@@ -355,7 +365,7 @@ fn tables_are_registered_by_name_through_renames_drops_and_reuse_and_a_lost_cata
     let out = sync(&sluice);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        "catalog sluice: 1 registered, 0 moved, 0 dropped, 5 unchanged"
+        "catalog sluice: 1 registered, 0 moved, 0 dropped, 7 unchanged"
     );
 }
 

@@ -292,9 +292,11 @@ fn random_schema_churn_leaves_no_table_behind() {
         }
         db.sql(&script);
         if round == 3 {
-            // A kill -9 after some checkpoint of this round.
-            let mut running = sluice.spawn_run(false);
+            // A kill -9 after some checkpoint of this round. The count is
+            // taken before the start: a loaded machine may let the run
+            // commit this round's only checkpoint before a later count.
             let before = Lake::read_committed(lake.path()).manifests.len();
+            let mut running = sluice.spawn_run(false);
             let committed = wait_until(Duration::from_secs(30), || {
                 Lake::read_committed(lake.path()).manifests.len() > before
             });

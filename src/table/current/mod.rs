@@ -325,9 +325,10 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
         states.insert(t.name(), state);
     }
     let mut report = FoldReport::default();
-    let needs_end = job.tables.iter().any(|t| {
-        t.keyed_at(s1).is_none() && states.get(&t.name()).is_some_and(|s| !s.files.is_empty())
-    });
+    let needs_end = job
+        .tables
+        .iter()
+        .any(|t| t.keyed_at(s1).is_none() && states.get(&t.name()).is_some_and(not_ended));
     if from == u64::MAX && !needs_end {
         return Ok(report);
     }
@@ -638,6 +639,18 @@ async fn read_changes(
     Ok(out)
 }
 
+/// Whether a current table still has to end: it has live files, or it is
+/// empty and sluice's newest commit of it is not an end (an empty table
+/// ends too, so that a catalog drops its entry). Once its newest commit is
+/// out of sight (in a checkpoint) an empty table counts as ended.
+fn not_ended(state: &TableState) -> bool {
+    !state.files.is_empty()
+        || state
+            .last_info
+            .as_ref()
+            .is_some_and(|info| !super::format::ends(info))
+}
+
 /// A commit that removes every file: DROP TABLE (or a RENAME away, or a key
 /// dropped) ends the current table.
 async fn end_table(ctx: &Ctx<'_>, t: &FoldTable) -> Result<FoldReport> {
@@ -646,7 +659,7 @@ async fn end_table(ctx: &Ctx<'_>, t: &FoldTable) -> Result<FoldReport> {
     let Some(version) = state.version else {
         return Ok(FoldReport::default());
     };
-    if state.files.is_empty() {
+    if !not_ended(&state) {
         return Ok(FoldReport::default());
     }
     let mut report = FoldReport::default();
