@@ -13,8 +13,10 @@
 //! table in between. Parameters and the storage descriptor another tool
 //! set are kept.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+
+use futures::StreamExt;
 
 use object_store::aws::{AmazonS3Builder, AwsAuthorizer, AwsCredential};
 use object_store::client::{HttpClient, HttpConnector, HttpRequestBody, ReqwestConnector};
@@ -145,13 +147,6 @@ impl Glue {
         Ok(Err(Refused { kind, message }))
     }
 
-    /// The answer of `op`, any refusal an error.
-    async fn must(&self, op: &str, body: Value) -> Result<Value> {
-        self.call(op, body)
-            .await?
-            .map_err(|r| Error::Catalog(format!("Glue {op} refused: {}: {}", r.kind, r.message)))
-    }
-
     /// The table `name`, if Glue has it.
     async fn table(&self, name: &CatalogName) -> Result<Option<Value>> {
         let body = json!({"DatabaseName": name.namespace, "Name": name.table});
@@ -166,50 +161,54 @@ impl Glue {
         Ok(self.table(name).await?.and_then(|t| location_of(&t)))
     }
 
-    pub(super) async fn list(&self) -> Result<HashMap<CatalogName, String>> {
+    /// The Iceberg tables of the Glue databases `namespaces` (the lake's:
+    /// other databases of the account are never read), `in_flight`
+    /// databases at a time. A database that does not exist holds none.
+    pub(super) async fn list(
+        &self,
+        namespaces: &BTreeSet<String>,
+        in_flight: usize,
+    ) -> Result<HashMap<CatalogName, String>> {
+        let listed: Vec<Result<Vec<(CatalogName, String)>>> = futures::stream::iter(namespaces)
+            .map(|database| self.tables_of(database))
+            .buffer_unordered(in_flight.max(1))
+            .collect()
+            .await;
         let mut held = HashMap::new();
-        let mut databases = Vec::new();
+        for tables in listed {
+            held.extend(tables?);
+        }
+        Ok(held)
+    }
+
+    /// Every Iceberg table of one Glue database and where it points.
+    async fn tables_of(&self, database: &str) -> Result<Vec<(CatalogName, String)>> {
+        let mut tables = Vec::new();
         let mut token: Option<String> = None;
         loop {
-            let mut body = json!({"MaxResults": PAGE});
+            let mut body = json!({"DatabaseName": database, "MaxResults": PAGE});
             if let Some(t) = &token {
                 body["NextToken"] = json!(t);
             }
-            let answer = self.must("GetDatabases", body).await?;
-            for d in answer["DatabaseList"].as_array().into_iter().flatten() {
-                if let Some(n) = d["Name"].as_str() {
-                    databases.push(n.to_string());
+            let answer = match self.call("GetTables", body).await? {
+                Ok(answer) => answer,
+                Err(r) if r.is("EntityNotFoundException") => return Ok(tables),
+                Err(r) => return Err(r.error("GetTables", &database)),
+            };
+            for t in answer["TableList"].as_array().into_iter().flatten() {
+                if let (Some(table), Some(location)) = (t["Name"].as_str(), location_of(t)) {
+                    let name = CatalogName {
+                        namespace: database.to_string(),
+                        table: table.to_string(),
+                    };
+                    tables.push((name, location));
                 }
             }
             token = answer["NextToken"].as_str().map(String::from);
             if token.is_none() {
-                break;
+                return Ok(tables);
             }
         }
-        for database in databases {
-            let mut token: Option<String> = None;
-            loop {
-                let mut body = json!({"DatabaseName": database, "MaxResults": PAGE});
-                if let Some(t) = &token {
-                    body["NextToken"] = json!(t);
-                }
-                let answer = self.must("GetTables", body).await?;
-                for t in answer["TableList"].as_array().into_iter().flatten() {
-                    if let (Some(table), Some(location)) = (t["Name"].as_str(), location_of(t)) {
-                        let name = CatalogName {
-                            namespace: database.clone(),
-                            table: table.to_string(),
-                        };
-                        held.insert(name, location);
-                    }
-                }
-                token = answer["NextToken"].as_str().map(String::from);
-                if token.is_none() {
-                    break;
-                }
-            }
-        }
-        Ok(held)
     }
 
     pub(super) async fn register(&self, name: &CatalogName, location: &str) -> Result<bool> {

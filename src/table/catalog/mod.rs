@@ -15,7 +15,7 @@
 mod glue;
 mod sql;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 use futures::StreamExt;
@@ -112,11 +112,18 @@ impl Backend {
         }
     }
 
-    /// Every Iceberg table of catalog `catalog` and where it points.
-    async fn list(&self, catalog: &str) -> Result<HashMap<CatalogName, String>> {
+    /// Every Iceberg table of catalog `catalog` and where it points: all of
+    /// the SQL catalog's (one query), those of `namespaces` in Glue (one
+    /// listing per database, `in_flight` at a time).
+    async fn list(
+        &self,
+        catalog: &str,
+        namespaces: &BTreeSet<String>,
+        in_flight: usize,
+    ) -> Result<HashMap<CatalogName, String>> {
         match self {
             Backend::Sql(s) => s.list(catalog).await,
-            Backend::Glue(g) => g.list().await,
+            Backend::Glue(g) => g.list(namespaces, in_flight).await,
         }
     }
 
@@ -209,7 +216,6 @@ impl Catalog {
         in_flight: usize,
     ) -> Result<Report> {
         self.ready().await?;
-        let held = self.backend.list(&self.name).await?;
         let mut report = Report::default();
         let mut by_name: HashMap<CatalogName, Vec<(Path, Head)>> = HashMap::new();
         for (dir, head) in heads {
@@ -220,6 +226,11 @@ impl Catalog {
                     .push((dir, head));
             }
         }
+        let namespaces: BTreeSet<String> = by_name.keys().map(|n| n.namespace.clone()).collect();
+        let held = self
+            .backend
+            .list(&self.name, &namespaces, in_flight)
+            .await?;
         let mut work = Vec::new();
         for (name, mut tables) in by_name {
             if tables.len() > 1 {
