@@ -17,7 +17,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use futures::StreamExt;
-
 use object_store::aws::{AmazonS3Builder, AwsAuthorizer, AwsCredential};
 use object_store::client::{HttpClient, HttpConnector, HttpRequestBody, ReqwestConnector};
 use object_store::{ClientOptions, CredentialProvider};
