@@ -862,4 +862,29 @@ mod tests {
         assert_eq!(tags[TAG_LAST], "ff01");
         assert_eq!(folded_seq(&again), 7);
     }
+
+    #[test]
+    fn a_dropped_table_ends_once_with_files_or_without() {
+        let with_info = |fold: &str, files: usize| TableState {
+            version: Some(3),
+            last_info: Some(serde_json::json!({"seq": 9, "fold": fold})),
+            files: (0..files)
+                .map(|i| (format!("f{i}.parquet"), serde_json::json!({"size": 1})))
+                .collect(),
+            ..TableState::default()
+        };
+        // Live files always end, whatever came before.
+        assert!(not_ended(&with_info("fold", 2)));
+        assert!(not_ended(&with_info(super::super::format::FOLD_END, 1)));
+        // An emptied table ends too, once: its end commit is the newest.
+        assert!(not_ended(&with_info("fold", 0)));
+        assert!(not_ended(&with_info("purge", 0)));
+        assert!(!not_ended(&with_info(super::super::format::FOLD_END, 0)));
+        // Its newest commit out of sight (in a checkpoint): no end every fold.
+        let unknown = TableState {
+            version: Some(12),
+            ..TableState::default()
+        };
+        assert!(!not_ended(&unknown));
+    }
 }
