@@ -328,7 +328,7 @@ pub async fn fold(store: Arc<dyn ObjectStore>, job: FoldJob) -> Result<FoldRepor
     let needs_end = job
         .tables
         .iter()
-        .any(|t| t.keyed_at(s1).is_none() && states.get(&t.name()).is_some_and(not_ended));
+        .any(|t| t.keyed_at(s1).is_none() && states.get(&t.name()).is_some_and(must_end));
     if from == u64::MAX && !needs_end {
         return Ok(report);
     }
@@ -643,7 +643,7 @@ async fn read_changes(
 /// empty and sluice's newest commit of it is not an end (an empty table
 /// ends too, so that a catalog drops its entry). Once its newest commit is
 /// out of sight (in a checkpoint) an empty table counts as ended.
-fn not_ended(state: &TableState) -> bool {
+fn must_end(state: &TableState) -> bool {
     !state.files.is_empty()
         || state
             .last_info
@@ -659,7 +659,7 @@ async fn end_table(ctx: &Ctx<'_>, t: &FoldTable) -> Result<FoldReport> {
     let Some(version) = state.version else {
         return Ok(FoldReport::default());
     };
-    if !not_ended(&state) {
+    if !must_end(&state) {
         return Ok(FoldReport::default());
     }
     let mut report = FoldReport::default();
@@ -874,17 +874,17 @@ mod tests {
             ..TableState::default()
         };
         // Live files always end, whatever came before.
-        assert!(not_ended(&with_info("fold", 2)));
-        assert!(not_ended(&with_info(super::super::format::FOLD_END, 1)));
+        assert!(must_end(&with_info("fold", 2)));
+        assert!(must_end(&with_info(super::super::format::FOLD_END, 1)));
         // An emptied table ends too, once: its end commit is the newest.
-        assert!(not_ended(&with_info("fold", 0)));
-        assert!(not_ended(&with_info("purge", 0)));
-        assert!(!not_ended(&with_info(super::super::format::FOLD_END, 0)));
+        assert!(must_end(&with_info("fold", 0)));
+        assert!(must_end(&with_info("purge", 0)));
+        assert!(!must_end(&with_info(super::super::format::FOLD_END, 0)));
         // Its newest commit out of sight (in a checkpoint): no end every fold.
         let unknown = TableState {
             version: Some(12),
             ..TableState::default()
         };
-        assert!(!not_ended(&unknown));
+        assert!(!must_end(&unknown));
     }
 }
